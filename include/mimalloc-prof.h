@@ -1,0 +1,170 @@
+/* mimalloc-prof.h - sampled heap profiling on top of mimalloc.
+ *
+ * Linking with -lmimalloc-prof (or LD_PRELOAD=libmimalloc-prof.so.0) makes this library the process
+ * allocator: malloc, free and the rest of the malloc family are served by mimalloc, and on average one
+ * allocation per sample_rate bytes is sampled.  This header declares the control API.  Every function is
+ * present in every build; a library configured with --disable-pprof fails each of them with ENOTSUP.
+ *
+ * Conventions: functions that can fail return false (or -1) and set errno; none of them prints.  All
+ * byte quantities are bytes.  Estimated quantities are unbiased estimates of what the sampled program
+ * did (see mimalloc_prof(3), "ESTIMATES").
+ */
+#ifndef MIMALLOC_PROF_H
+#define MIMALLOC_PROF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define mi_prof_decl_export __attribute__((visibility("default")))
+#else
+#define mi_prof_decl_export
+#endif
+
+/* Version of this header.  mi_prof_version() gives the library's. */
+#define MI_PROF_VERSION_MAJOR 0
+#define MI_PROF_VERSION_MINOR 1
+#define MI_PROF_VERSION_PATCH 0
+#define MI_PROF_VERSION \
+  (MI_PROF_VERSION_MAJOR * 10000 + MI_PROF_VERSION_MINOR * 100 + MI_PROF_VERSION_PATCH)
+
+/* Default mean number of bytes between samples. */
+#define MI_PROF_DEFAULT_SAMPLE_RATE 524288
+
+/**
+ * mi_prof_version() - version of the loaded library.
+ * Return: MAJOR*10000 + MINOR*100 + PATCH of the library (compare with MI_PROF_VERSION).
+ * Thread safety: MT-Safe.  Async-signal safety: AS-Safe.
+ */
+mi_prof_decl_export int mi_prof_version(void);
+
+/**
+ * mi_prof_available() - whether the sampling engine is compiled in.
+ * Return: true when built with --enable-pprof; false with errno ENOTSUP otherwise.
+ * Thread safety: MT-Safe.  Async-signal safety: AS-Safe.
+ */
+mi_prof_decl_export bool mi_prof_available(void);
+
+/**
+ * mi_prof_start() - start sampling heap allocations.
+ * @sample_rate: mean bytes between samples; 0 = MIMALLOC_PROF_SAMPLE_RATE, else 524288.
+ *               Range 1 .. 2^40.
+ * Starts a fresh session: counters from an earlier session are gone.  The calling thread samples from
+ * its next allocation; other running threads notice within MI_PROF_RECHECK_BYTES of their own
+ * allocated bytes.
+ * Return: true if started; false with errno set: EALREADY already running; EINVAL rate out of range;
+ *   ENOMEM no address space could be reserved for sampled blocks; ENOTSUP built with --disable-pprof.
+ * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe (takes the profiler lock).
+ */
+mi_prof_decl_export bool mi_prof_start(size_t sample_rate);
+
+/**
+ * mi_prof_start_seeded() - mi_prof_start() with a fixed random seed.
+ * @seed: nonzero = each thread's interval generator is seeded from (seed, thread ordinal), so a
+ *        single-threaded program repeats its samples exactly; 0 = fresh entropy (getrandom(2)).
+ * Return, thread and signal safety: as mi_prof_start().
+ */
+mi_prof_decl_export bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed);
+
+/* Bytes a running thread may allocate after mi_prof_start(), mi_prof_stop() or a rate change before it
+ * notices (design bound of the per-thread recheck; see doc/design.md). */
+#define MI_PROF_RECHECK_BYTES (1u << 20)
+
+/**
+ * mi_prof_stop() - stop sampling and free every sample record.
+ * Sampled blocks still live stay valid: freeing them later is safe and is not reported.
+ * Return: true if a running session was stopped; false with errno EALREADY (not running) or ENOTSUP.
+ * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
+ */
+mi_prof_decl_export bool mi_prof_stop(void);
+
+/**
+ * mi_prof_is_enabled() - whether a session is running.
+ * Return: true while started; false otherwise (errno ENOTSUP in a --disable-pprof build).
+ * Thread safety: MT-Safe.  Async-signal safety: AS-Safe (one atomic load).
+ */
+mi_prof_decl_export bool mi_prof_is_enabled(void);
+
+/**
+ * mi_prof_reset() - forget the allocated (cumulative) totals and the dropped-sample counts.
+ * Live samples and their in-use estimates are kept.
+ * Return: true; false with errno EALREADY (not running) or ENOTSUP.
+ * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
+ */
+mi_prof_decl_export bool mi_prof_reset(void);
+
+/* Why a sample was dropped (an index into mi_prof_stats_t.dropped). */
+typedef enum mi_prof_drop_reason_e {
+  MI_PROF_DROP_MEMORY = 0,  /* the profiler memory budget (MIMALLOC_PROF_MAX_BYTES) is used up */
+  MI_PROF_DROP_TOO_LARGE,   /* the sampled-block arena could not serve the size */
+  MI_PROF_DROP_ALIGNMENT,   /* alignment above what the sampled-block arena serves (16 MiB) */
+  MI_PROF_DROP_NO_ARENA,    /* no address space could be reserved for sampled blocks */
+  MI_PROF_DROP_UNWIND,      /* the stack could not be captured */
+  MI_PROF_DROP_STACKS,      /* the stack table is full */
+  MI_PROF_DROP_REASONS = 8  /* size of the dropped[] array (room for later reasons) */
+} mi_prof_drop_reason_t;
+
+/* Counters of the running (or last) session.  Versioned by size: pass sizeof(mi_prof_stats_t). */
+typedef struct mi_prof_stats_s {
+  uint64_t sample_rate;      /* bytes; the rate in force, 0 when stopped */
+  uint64_t samples;          /* samples taken since start or reset */
+  uint64_t live_samples;     /* sampled blocks not freed yet */
+  uint64_t inuse_objects;    /* estimated objects in use */
+  uint64_t inuse_bytes;      /* estimated bytes in use */
+  uint64_t alloc_objects;    /* estimated objects allocated since start or reset */
+  uint64_t alloc_bytes;      /* estimated bytes allocated since start or reset */
+  uint64_t dropped[MI_PROF_DROP_REASONS]; /* samples dropped, by mi_prof_drop_reason_t */
+  uint64_t untracked_frees;  /* sampled blocks freed behind the library's back (seen when reused) */
+  uint64_t profiler_bytes;   /* profiler memory mapped now (records, tables), bytes */
+  uint64_t profiler_bytes_max; /* the budget, MIMALLOC_PROF_MAX_BYTES */
+  uint64_t arena_bytes;      /* address space reserved for sampled blocks, 0 if none */
+} mi_prof_stats_t;
+
+/**
+ * mi_prof_stats() - read the counters.
+ * @stats: filled in.
+ * @size: sizeof(mi_prof_stats_t) as the caller was compiled with.
+ * Return: true; false with errno EINVAL (stats NULL or size not a known version) or ENOTSUP.
+ *   Works while stopped (counts of the last session, sample_rate 0).
+ * Thread safety: MT-Safe (a consistent snapshot).  Async-signal safety: AS-Unsafe.
+ */
+mi_prof_decl_export bool mi_prof_stats(mi_prof_stats_t *stats, size_t size);
+
+/**
+ * mi_prof_debug_stats() - live record count and their total requested bytes (unstable, for tests).
+ * Return: true; false with errno ENOTSUP.  Either pointer may be NULL.
+ * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
+ */
+mi_prof_decl_export bool mi_prof_debug_stats(size_t *live_records, size_t *live_bytes);
+
+/* Observer callbacks.  on_sample runs on the allocating thread after the sampled block is recorded and
+ * before it is returned to the program; on_free runs on the freeing thread before the block is released,
+ * with the same pointer and size that on_sample got.  Both run with no profiler lock held and with
+ * sampling suspended on the calling thread (an allocation inside a callback is never sampled). */
+typedef void mi_prof_sample_fn(void *ptr, size_t size, size_t weight_bytes, size_t sample_rate,
+                               uint64_t thread_id, void *arg);
+typedef void mi_prof_free_fn(void *ptr, size_t size, void *arg);
+
+/**
+ * mi_prof_set_observer() - install (or, with NULLs, remove) the sample and free callbacks.
+ * @on_sample: called for each sample: pointer, requested size in bytes, weight (estimated bytes the
+ *             sample stands for), the sample rate in force, and the sampling thread's id (gettid).
+ * @on_free: called when a block reported to on_sample is freed (not for blocks sampled before a stop).
+ * @arg: passed to both.
+ * Return: true; false with errno ENOTSUP.
+ * Thread safety: MT-Safe; a callback may still be running on another thread when this returns.
+ * Async-signal safety: AS-Unsafe.
+ */
+mi_prof_decl_export bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free,
+                                              void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MIMALLOC_PROF_H */

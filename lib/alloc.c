@@ -1,0 +1,203 @@
+/* alloc.c - the exported malloc family: fast paths only.
+ *
+ * Each entry point checks the calling thread's sample countdown (mprof_skip) or, for a free, whether
+ * the block lies in the sampled-block arena (mprof_in_sheap), and otherwise goes straight to mimalloc's
+ * public API.  Everything else (sampling, tracking, the C rules that need more than one line) lives in
+ * cold functions, so the common path is a handful of instructions and a tail call.
+ *
+ * C++: libstdc++'s operator new/delete call malloc/free, so they reach these functions with the correct
+ * new_handler and std::bad_alloc behaviour; we do not export the operators ourselves (mimalloc's C
+ * build would abort instead of throwing).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <mimalloc.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Names glibc's headers do not declare (or no longer declare). */
+MPROF_EXPORT int reallocarr(void *p, size_t count, size_t size);
+MPROF_EXPORT void *reallocf(void *p, size_t size);
+MPROF_EXPORT void cfree(void *p);
+MPROF_EXPORT void vfree(void *p);
+MPROF_EXPORT size_t malloc_size(const void *p);
+MPROF_EXPORT size_t malloc_good_size(size_t size);
+MPROF_EXPORT void *_aligned_malloc(size_t size, size_t alignment);
+
+/* Smallest alignment malloc already guarantees on x86-64/aarch64 glibc (and mimalloc). */
+#define MPROF_MIN_ALIGN (2 * sizeof(void *))
+
+static inline bool is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+static MPROF_NOINLINE MPROF_COLD void *fail_errno(int err)
+{
+  errno = err;
+  return NULL;
+}
+
+static size_t page_size(void)
+{
+  static size_t cached;                    /* benign race: every thread computes the same value */
+  if (mprof_unlikely(cached == 0)) cached = (size_t)sysconf(_SC_PAGESIZE);
+  return cached;
+}
+
+/* The one aligned allocation path; alignment is a power of two.  mimalloc does not set errno when an
+ * aligned request fails, so we do. */
+static void *alloc_aligned(size_t alignment, size_t size)
+{
+  void *p;
+  if (mprof_likely(mprof_skip(size))) p = mprof_mi_malloc_aligned(size, alignment);
+  else p = mprof_alloc_slow(size, alignment, false);
+  if (mprof_unlikely(p == NULL)) errno = ENOMEM;
+  return p;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   malloc, free, calloc, realloc: the hot ones
+--------------------------------------------------------------------------------------------------- */
+
+MPROF_EXPORT void *malloc(size_t size)
+{
+  if (mprof_likely(mprof_skip(size))) return mi_malloc(size);
+  return mprof_alloc_slow(size, 0, false);
+}
+
+MPROF_EXPORT void free(void *p)
+{
+  if (mprof_unlikely(mprof_in_sheap(p))) {
+    mprof_free_sampled(p);
+    return;
+  }
+  mi_free(p);
+}
+
+MPROF_EXPORT void *calloc(size_t count, size_t size)
+{
+  size_t total;
+  if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return fail_errno(ENOMEM);
+  if (mprof_likely(mprof_skip(total))) return mi_zalloc(total);
+  return mprof_alloc_slow(total, 0, true);
+}
+
+/* realloc counts the new size as an allocation.  A sampled block always goes to the slow path, which
+ * keeps its record right (in place: new size; moved: free + allocation; see sampler.c). */
+MPROF_EXPORT void *realloc(void *p, size_t size)
+{
+  if (mprof_likely(!mprof_in_sheap(p) && mprof_skip(size))) return mi_realloc(p, size);
+  return mprof_realloc_slow(p, size);
+}
+
+MPROF_EXPORT size_t malloc_usable_size(void *p)
+{
+  return mi_usable_size(p);   /* sampled blocks are mimalloc blocks too: exact for both */
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Aligned allocation
+--------------------------------------------------------------------------------------------------- */
+
+MPROF_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
+{
+  if (mprof_unlikely(!is_pow2(alignment) || alignment % sizeof(void *) != 0)) return EINVAL;
+  void *p = alloc_aligned(alignment, size);
+  if (mprof_unlikely(p == NULL)) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+/* C11/C17 aligned_alloc: the alignment must be a power of two (as glibc checks); any size is accepted
+ * (C17 DR 460 dropped the multiple-of-alignment rule). */
+MPROF_EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+  if (mprof_unlikely(!is_pow2(alignment))) return fail_errno(EINVAL);
+  return alloc_aligned(alignment, size);
+}
+
+/* glibc's memalign: a small alignment means plain malloc, a non-power of two is rounded up. */
+MPROF_EXPORT void *memalign(size_t alignment, size_t size)
+{
+  if (alignment <= MPROF_MIN_ALIGN) return malloc(size);
+  if (mprof_unlikely(!is_pow2(alignment))) {
+    if (alignment > SIZE_MAX / 2 + 1) return fail_errno(EINVAL);
+    alignment = (size_t)1 << (64 - __builtin_clzll((unsigned long long)alignment));
+  }
+  return alloc_aligned(alignment, size);
+}
+
+MPROF_EXPORT void *valloc(size_t size)
+{
+  return alloc_aligned(page_size(), size);
+}
+
+/* pvalloc rounds the size up to whole pages (at least one). */
+MPROF_EXPORT void *pvalloc(size_t size)
+{
+  size_t ps = page_size();
+  size_t rounded;
+  if (mprof_unlikely(__builtin_add_overflow(size, ps - 1, &rounded))) return fail_errno(ENOMEM);
+  rounded &= ~(ps - 1);
+  return alloc_aligned(ps, rounded ? rounded : ps);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The other malloc-family names that libmimalloc.so.2 exports for overriding
+--------------------------------------------------------------------------------------------------- */
+
+MPROF_EXPORT void *reallocarray(void *p, size_t count, size_t size)
+{
+  size_t total;
+  if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return fail_errno(ENOMEM);
+  return realloc(p, total);
+}
+
+/* NetBSD reallocarr: resizes *p in place of the caller; returns 0 or an errno value, errno unchanged. */
+MPROF_EXPORT int reallocarr(void *p, size_t count, size_t size)
+{
+  void **pp = (void **)p;
+  size_t total;
+  int saved = errno;
+  if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return EOVERFLOW;
+  void *q = realloc(*pp, total);
+  if (mprof_unlikely(q == NULL && total != 0)) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *pp = q;
+  return 0;
+}
+
+/* BSD reallocf: like realloc, but frees the block when growing it fails. */
+MPROF_EXPORT void *reallocf(void *p, size_t size)
+{
+  void *q = realloc(p, size);
+  if (mprof_unlikely(q == NULL && p != NULL)) free(p);
+  return q;
+}
+
+MPROF_EXPORT void cfree(void *p) { free(p); }
+MPROF_EXPORT void vfree(void *p) { free(p); }
+MPROF_EXPORT size_t malloc_size(const void *p) { return mi_usable_size(p); }
+MPROF_EXPORT size_t malloc_good_size(size_t size) { return mi_good_size(size); }
+
+/* The Windows name mimalloc also exports: (size, alignment). */
+MPROF_EXPORT void *_aligned_malloc(size_t size, size_t alignment)
+{
+  return aligned_alloc(alignment, size);
+}
+
+/* glibc's internal names, which some programs and libraries call directly: same functions (aliases,
+ * with the target's attributes copied so the declarations agree). */
+#define MPROF_ALIAS(target) __attribute__((alias(#target), copy(target)))
+MPROF_EXPORT void *__libc_malloc(size_t size) MPROF_ALIAS(malloc);
+MPROF_EXPORT void __libc_free(void *p) MPROF_ALIAS(free);
+MPROF_EXPORT void __libc_cfree(void *p) MPROF_ALIAS(free);
+MPROF_EXPORT void *__libc_calloc(size_t count, size_t size) MPROF_ALIAS(calloc);
+MPROF_EXPORT void *__libc_realloc(void *p, size_t size) MPROF_ALIAS(realloc);
+MPROF_EXPORT void *__libc_memalign(size_t alignment, size_t size) MPROF_ALIAS(memalign);
+MPROF_EXPORT void *__libc_valloc(size_t size) MPROF_ALIAS(valloc);
+MPROF_EXPORT void *__libc_pvalloc(size_t size) MPROF_ALIAS(pvalloc);
+MPROF_EXPORT int __posix_memalign(void **out, size_t alignment, size_t size)
+    MPROF_ALIAS(posix_memalign);

@@ -1,0 +1,17 @@
+#!/bin/sh
+# demo.sh - the main job: build the library and run a program with it preloaded.
+# Usage: scripts/demo.sh [COMMAND ARGS...]   (default: the bundled examples/alloc_demo)
+set -eu
+cd "$(dirname "$0")/.."
+top=$(pwd)
+scripts/install-deps.sh
+[ -x configure ] || autoreconf -fi >/dev/null 2>&1
+mkdir -p _build/demo
+cd _build/demo
+[ -f Makefile ] || "$top/configure" >configure.log 2>&1 || { cat configure.log; exit 1; }
+make -j2 >/dev/null
+make examples/alloc_demo >/dev/null
+lib=$(pwd)/lib/.libs/libmimalloc-prof.so.0
+[ $# -gt 0 ] || set -- "$(pwd)/examples/alloc_demo"
+echo "running: LD_PRELOAD=$lib $*"
+LD_PRELOAD=$lib "$@"

@@ -1,0 +1,53 @@
+#!/bin/sh
+# test.sh - the whole test suite, from a fresh clone of a Debian 12 machine:
+#   installs the build dependencies, then builds and runs the Check suite in each configuration
+#   (default, --disable-pprof), builds --with-libunwind=no and =yes, runs make distcheck, and prints
+#   one "N passed, N failed" line for all of it.  Exit status 0 only if everything passed.
+set -u
+cd "$(dirname "$0")/.."
+top=$(pwd)
+scripts/install-deps.sh || exit 1
+# Out-of-tree builds need a source tree that was not configured in place.
+[ ! -f config.status ] || make distclean >/dev/null 2>&1 || rm -f config.status
+autoreconf -fi >/dev/null 2>&1 || { autoreconf -fi; exit 1; }
+
+status=0
+summary() {   # summary DIR: "N passed, N failed, N skipped" over DIR's TAP results
+  find "$1" -name '*.trs' -exec cat {} + 2>/dev/null | awk '
+    /^:test-result:/ { t[$2]++ }
+    END { printf "%d passed, %d failed, %d skipped\n", t["PASS"] + t["XFAIL"],
+                  t["FAIL"] + t["ERROR"] + t["XPASS"], t["SKIP"] }'
+}
+step() {      # step NAME CMD...: runs CMD, notes a failure
+  step_name=$1; shift
+  echo "== $step_name: $*"
+  if ! "$@"; then echo "== $step_name: FAILED"; status=1; fi
+}
+check_build() {   # check_build NAME CONFIGURE-ARGS...: out-of-tree build + make check
+  name=$1; shift
+  rm -rf "_build/$name"; mkdir -p "_build/$name"
+  (cd "_build/$name" && "$top/configure" --enable-tests "$@" >configure.log 2>&1) \
+    || { echo "== $name: configure failed"; cat "_build/$name/configure.log"; status=1; return; }
+  step "$name build" make -C "_build/$name" -j2 >/dev/null
+  if ! make -C "_build/$name" -j2 check >"_build/$name/check.out" 2>&1; then
+    status=1
+    grep -E '^(FAIL|ERROR)' "_build/$name/check.out" || true
+    cat "_build/$name/test-suite.log" 2>/dev/null | tail -n 60
+  fi
+  echo "$name: $(summary "_build/$name")"
+}
+
+check_build pprof
+check_build nopprof --disable-pprof
+for u in no yes; do
+  rm -rf "_build/unwind-$u"; mkdir -p "_build/unwind-$u"
+  step "libunwind=$u build" sh -c "cd _build/unwind-$u && '$top/configure' --with-libunwind=$u >configure.log 2>&1 && make -j2 >/dev/null"
+done
+step distcheck sh -c "cd _build/pprof && make -j2 distcheck >distcheck.log 2>&1 || { tail -n 40 distcheck.log; exit 1; }"
+
+total=$(summary _build)
+failed=$(echo "$total" | awk '{ print $3 }')
+[ "$failed" = 0 ] || status=1
+[ "$status" = 0 ] || echo "some step failed (see above)"
+echo "${total%, * skipped}"
+exit $status

@@ -1,0 +1,16 @@
+/* check_prof.c - runs every suite; results go out as TAP (CK_TAP_LOG_FILE_NAME=- under make check). */
+#include <stdlib.h>
+
+#include "suites.h"
+
+int main(void)
+{
+  SRunner *sr = srunner_create(alloc_suite());
+  srunner_add_suite(sr, interpose_suite());
+  srunner_add_suite(sr, cxx_suite());
+  srunner_add_suite(sr, threads_suite());
+  srunner_run_all(sr, CK_ENV);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

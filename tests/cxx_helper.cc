@@ -1,0 +1,53 @@
+// cxx_helper.cc - C++ allocations (new/delete in their plain, array, aligned, sized and nothrow forms)
+// must come from mimalloc through this library's malloc/free, with C++'s failure rules intact.
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <mimalloc.h>
+
+#include "cxx_helper.h"
+
+static int fail(char *why, unsigned long len, const char *msg)
+{
+  std::snprintf(why, len, "%s", msg);
+  return 0;
+}
+
+extern "C" int mprof_cxx_check(char *why, unsigned long why_len)
+{
+  int *one = new int(7);
+  int *many = new int[1000];
+  if (!mi_is_in_heap_region(one) || !mi_is_in_heap_region(many))
+    return fail(why, why_len, "new did not return a mimalloc block");
+  delete one;
+  delete[] many;
+
+  struct alignas(256) Wide { char c[300]; };
+  Wide *w = new Wide;
+  if ((reinterpret_cast<std::uintptr_t>(w) & 255) != 0 || !mi_is_in_heap_region(w))
+    return fail(why, why_len, "aligned new: misaligned or not from mimalloc");
+  delete w;
+
+  std::vector<std::string> v;
+  for (int i = 0; i < 10000; i++) v.push_back(std::string(40, char('a' + i % 26)));
+  if (!mi_is_in_heap_region(v.data())) return fail(why, why_len, "vector storage not from mimalloc");
+  v.clear();
+  v.shrink_to_fit();
+
+  std::size_t huge = std::numeric_limits<std::size_t>::max() / 2;
+  void *q = ::operator new(huge, std::nothrow);
+  if (q != nullptr) return fail(why, why_len, "nothrow new of a huge size did not return nullptr");
+  bool threw = false;
+  try {
+    void *r = ::operator new(huge);
+    ::operator delete(r);
+  } catch (const std::bad_alloc &) {
+    threw = true;
+  }
+  if (!threw) return fail(why, why_len, "new of a huge size did not throw std::bad_alloc");
+  return 1;
+}
