@@ -30,7 +30,8 @@ typedef struct mprof_tls_s {
   uint64_t rate;           /* sample rate in force when the interval was drawn, bytes */
   uint32_t ordinal;        /* thread ordinal, for seeded sessions (0 = not assigned yet) */
   uint32_t guard;          /* nonzero while the profiler itself runs on this thread */
-} mprof_tls_t;
+  uint32_t tid;            /* cached gettid() (0 = not yet; reset in a fork child) */
+} mprof_tls_t;             /* 56 bytes of static TLS */
 
 extern __thread mprof_tls_t mprof_tls __attribute__((tls_model("initial-exec")));
 

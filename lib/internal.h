@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "inline.h"
-
 #include <mimalloc.h>
+
+#include "inline.h"
 
 /* Debian's mimalloc 2.0.9 mi_malloc_aligned() returns misaligned blocks for power-of-two sizes of
  * 256..1024 bytes at an alignment of 32..size (mimalloc issue #700, fixed after 2.0.9; seen here with
@@ -26,11 +26,121 @@
 #define MPROF_MAX_REQUEST ((size_t)PTRDIFF_MAX)
 
 #if MPROF_PPROF
+
+#include <pthread.h>
+
+#include "mimalloc-prof.h"
+
+/* Fixed point for estimated object counts: a sample of an s-byte allocation stands for 1/p objects,
+ * kept in units of 1/MPROF_FX_ONE object so sums of many samples add and subtract exactly. */
+#define MPROF_FX_ONE 1024
+
+/* Locks, in the one global order every path and the atfork handlers take them (a lower rank is taken
+ * first; no path takes a lower rank while holding a higher one):
+ *   1. api.c     api_lock        start, stop, reset, stats, observer changes
+ *   2. sheap.c   sheap_lock      every allocation and free in the sampled-block heap
+ *   3. record.c  shard[i].lock   one shard of the record table, in index order when taking several
+ * Profiler memory (pmem.c) and the counters of dropped samples are lock-free atomics. */
+
+/* "options.c" */
+typedef enum mprof_option_e {
+#define OPT(id, name, kind, dflt, min, max, range) MPROF_OPT_##id,
+#include "options.def"
+#undef OPT
+  MPROF_OPT_COUNT
+} mprof_option_t;
+
+void     mprof_options_init(void);
+uint64_t mprof_option(mprof_option_t id);
+
+/* "warn.c" */
+void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool mprof_warn_once_claim(int *flag);
+
+/* "pmem.c": profiler memory, raw mmap under the MIMALLOC_PROF_MAX_BYTES budget */
+void  *mprof_pmem_map(size_t bytes);          /* NULL when over budget or mmap fails */
+void   mprof_pmem_unmap(void *p, size_t bytes);
+size_t mprof_pmem_mapped(void);
+
 /* "sampler.c": the slow paths the fast paths fall into when a countdown runs out or a block is sampled */
 void *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;
 void *mprof_realloc_slow(void *p, size_t size) MPROF_NOINLINE MPROF_COLD;
 void  mprof_free_sampled(void *p) MPROF_NOINLINE MPROF_COLD;
-#else
+
+/* The session every thread compares its own against on each slow path.  `word` is (id << 1) | running;
+ * rate and seed are written before word (release) and stay fixed for the session. */
+typedef struct mprof_session_s {
+  uint64_t word;
+  uint64_t rate;     /* sample rate, bytes */
+  uint64_t seed;     /* 0 = fresh entropy per thread */
+} mprof_session_t;
+
+extern mprof_session_t mprof_session;
+void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t seed);
+void mprof_sampler_postfork_child(void);
+
+/* "sheap.c": the sampled-block heap in its exclusive arena */
+#define MPROF_SHEAP_MAX_ALIGN ((size_t)16 << 20)
+bool  mprof_sheap_init(void);                 /* reserves the arena, starts the owner thread; once */
+void *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why);
+void  mprof_sheap_free(void *p);
+size_t mprof_sheap_arena_bytes(void);
+void  mprof_sheap_prefork(void);
+void  mprof_sheap_postfork(void);
+
+/* "record.c": live sampled blocks, a sharded address -> record table */
+#define MPROF_RECORD_OBSERVED 1u              /* the observer's on_sample saw this block */
+
+typedef struct mprof_record_s {
+  uintptr_t addr;         /* block address; 0 = empty slot */
+  size_t    size;         /* requested bytes (current size after an in-place realloc) */
+  uint64_t  obj_fx;       /* estimated objects this sample stands for, 1/MPROF_FX_ONE units */
+  uint64_t  inuse_bytes;  /* estimated bytes it adds to in-use: size * obj_fx / MPROF_FX_ONE */
+  uint64_t  stack_id;     /* interned stack (0 = none) */
+  uint64_t  time_ns;      /* CLOCK_REALTIME at the sample */
+  uint32_t  tid;          /* sampling thread */
+  uint32_t  flags;        /* MPROF_RECORD_* */
+} mprof_record_t;         /* 64 bytes: one cache line */
+
+/* Sums over the live records and the session's samples. */
+typedef struct mprof_totals_s {
+  uint64_t samples;          /* recorded since start or reset */
+  uint64_t live;             /* live records */
+  uint64_t live_req_bytes;   /* their requested bytes */
+  uint64_t inuse_obj_fx;
+  uint64_t inuse_bytes;
+  uint64_t alloc_obj_fx;
+  uint64_t alloc_bytes;
+  uint64_t untracked_frees;  /* stale records replaced by a new sample at the same address */
+} mprof_totals_t;
+
+typedef enum { MPROF_INSERT_OK, MPROF_INSERT_SESSION, MPROF_INSERT_MEMORY } mprof_insert_t;
+
+void           mprof_record_begin(uint64_t session_word);
+void           mprof_record_end(void);
+mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word);
+bool           mprof_record_remove(uintptr_t addr, mprof_record_t *out);
+bool           mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof_record_t *now);
+void           mprof_record_totals(mprof_totals_t *out);
+void           mprof_record_reset_alloc(void);
+void           mprof_record_prefork(void);
+void           mprof_record_postfork(void);
+
+/* "observer.c": the sample/free callbacks and the dropped-sample counters */
+typedef struct mprof_observer_s {
+  mi_prof_sample_fn *on_sample;
+  mi_prof_free_fn   *on_free;
+  void              *arg;
+} mprof_observer_t;
+
+void mprof_observer_get(mprof_observer_t *out);
+void mprof_observer_set(const mprof_observer_t *obs);   /* under the API lock */
+void mprof_drop(mi_prof_drop_reason_t why);
+void mprof_drops_read(uint64_t out[MI_PROF_DROP_REASONS]);
+void mprof_drops_reset(void);
+
+#else /* !MPROF_PPROF */
+
 /* A --disable-pprof build reaches these only for requests above MPROF_MAX_REQUEST (see inline.h). */
 #include <errno.h>
 static inline void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
@@ -41,6 +151,7 @@ static inline void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
 }
 static inline void *mprof_realloc_slow(void *p, size_t size) { return mprof_alloc_slow(size, 0, !p); }
 static inline void mprof_free_sampled(void *p) { mi_free(p); }
-#endif
+
+#endif /* MPROF_PPROF */
 
 #endif /* MPROF_INTERNAL_H */

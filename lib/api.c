@@ -1,0 +1,171 @@
+/* api.c - the mi_prof_* API, library initialisation and fork handling.
+ *
+ * api_lock (rank 1, the outermost lock) serialises start, stop, reset, stats and observer changes.  A
+ * session is one start..stop; each start or stop publishes a new session word (sampler.c), which every
+ * thread picks up within MI_PROF_RECHECK_BYTES of its own allocation.  Functions that change the
+ * session refuse to run inside an observer callback (EDEADLK): the callback runs in the middle of a
+ * sample or free on its thread.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t session_id;     /* last session id published (under api_lock) */
+static bool running;            /* under api_lock */
+static uint64_t running_rate;   /* under api_lock */
+
+static bool fail(int err)
+{
+  errno = err;
+  return false;
+}
+
+static bool in_callback(void) { return mprof_tls.guard != 0; }
+
+static bool start(size_t sample_rate, uint64_t seed)
+{
+  if (in_callback()) return fail(EDEADLK);
+  uint64_t rate = sample_rate != 0 ? sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE);
+  if (rate < 1 || rate > ((uint64_t)1 << 40)) return fail(EINVAL);
+  pthread_mutex_lock(&api_lock);
+  if (running) {
+    pthread_mutex_unlock(&api_lock);
+    return fail(EALREADY);
+  }
+  if (!mprof_sheap_init()) {
+    mprof_drop(MI_PROF_DROP_NO_ARENA);
+    pthread_mutex_unlock(&api_lock);
+    return fail(ENOMEM);
+  }
+  session_id++;
+  mprof_record_begin((session_id << 1) | 1);     /* fresh counters, accepting this session only */
+  mprof_drops_reset();
+  running = true;
+  running_rate = rate;
+  mprof_session_publish(session_id, true, rate, seed);
+  pthread_mutex_unlock(&api_lock);
+  mprof_tls.countdown = 0;                       /* the caller samples from its next allocation */
+  return true;
+}
+
+bool mi_prof_start(size_t sample_rate) { return start(sample_rate, mprof_option(MPROF_OPT_SEED)); }
+
+bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed) { return start(sample_rate, seed); }
+
+bool mi_prof_stop(void)
+{
+  if (in_callback()) return fail(EDEADLK);
+  pthread_mutex_lock(&api_lock);
+  if (!running) {
+    pthread_mutex_unlock(&api_lock);
+    return fail(EALREADY);
+  }
+  session_id++;
+  running = false;
+  mprof_session_publish(session_id, false, 0, 0);
+  mprof_record_end();                            /* frees every record */
+  pthread_mutex_unlock(&api_lock);
+  return true;
+}
+
+bool mi_prof_is_enabled(void) { return (__atomic_load_n(&mprof_session.word, __ATOMIC_ACQUIRE) & 1) != 0; }
+
+bool mi_prof_available(void) { return true; }
+
+int mi_prof_version(void) { return MI_PROF_VERSION; }
+
+bool mi_prof_reset(void)
+{
+  if (in_callback()) return fail(EDEADLK);
+  pthread_mutex_lock(&api_lock);
+  bool ok = running;
+  if (ok) {
+    mprof_record_reset_alloc();
+    mprof_drops_reset();
+  }
+  pthread_mutex_unlock(&api_lock);
+  return ok ? true : fail(EALREADY);
+}
+
+static uint64_t fx_to_objects(uint64_t fx) { return (fx + MPROF_FX_ONE / 2) / MPROF_FX_ONE; }
+
+bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
+{
+  if (stats == NULL || size != sizeof(mi_prof_stats_t)) return fail(EINVAL);
+  mprof_totals_t t;
+  mi_prof_stats_t st;
+  memset(&st, 0, sizeof st);
+  pthread_mutex_lock(&api_lock);
+  mprof_record_totals(&t);
+  st.sample_rate = running ? running_rate : 0;
+  pthread_mutex_unlock(&api_lock);
+  st.samples = t.samples;
+  st.live_samples = t.live;
+  st.inuse_objects = fx_to_objects(t.inuse_obj_fx);
+  st.inuse_bytes = t.inuse_bytes;
+  st.alloc_objects = fx_to_objects(t.alloc_obj_fx);
+  st.alloc_bytes = t.alloc_bytes;
+  mprof_drops_read(st.dropped);
+  st.untracked_frees = t.untracked_frees;
+  st.profiler_bytes = mprof_pmem_mapped();
+  st.profiler_bytes_max = mprof_option(MPROF_OPT_MAX_BYTES);
+  st.arena_bytes = mprof_sheap_arena_bytes();
+  *stats = st;
+  return true;
+}
+
+bool mi_prof_debug_stats(size_t *live_records, size_t *live_bytes)
+{
+  mprof_totals_t t;
+  mprof_record_totals(&t);
+  if (live_records != NULL) *live_records = (size_t)t.live;
+  if (live_bytes != NULL) *live_bytes = (size_t)t.live_req_bytes;
+  return true;
+}
+
+bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free, void *arg)
+{
+  if (in_callback()) return fail(EDEADLK);
+  mprof_observer_t obs = {on_sample, on_free, arg};
+  pthread_mutex_lock(&api_lock);
+  mprof_observer_set(&obs);
+  pthread_mutex_unlock(&api_lock);
+  return true;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   fork: the prepare handler takes every profiler lock in rank order, so the child starts with none held
+   and with consistent tables; the child keeps sampling (the sampled-block heap needs no thread of its
+   own to be used, only sheap_lock).
+--------------------------------------------------------------------------------------------------- */
+
+static void prefork(void)
+{
+  pthread_mutex_lock(&api_lock);
+  mprof_sheap_prefork();
+  mprof_record_prefork();
+}
+
+static void postfork_parent(void)
+{
+  mprof_record_postfork();
+  mprof_sheap_postfork();
+  pthread_mutex_unlock(&api_lock);
+}
+
+static void postfork_child(void)
+{
+  mprof_sampler_postfork_child();
+  postfork_parent();
+}
+
+/* Runs when the library is loaded (after mimalloc's own initialisation: it is our dependency). */
+__attribute__((constructor)) static void mprof_init(void)
+{
+  mprof_options_init();
+  pthread_atfork(prefork, postfork_parent, postfork_child);
+  if (mprof_option(MPROF_OPT_PROF) && !mi_prof_start(0))
+    mprof_warn("MIMALLOC_PROF=1 but profiling could not start (errno %d)", errno);
+}

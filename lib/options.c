@@ -1,0 +1,110 @@
+/* options.c - the MIMALLOC_PROF_* environment options (rows in options.def).
+ *
+ * Read once, by the library constructor, before any thread of ours exists; afterwards the values are
+ * only read.  A malformed or out-of-range value never aborts: one warning line names the variable, the
+ * value given and the value used instead (the default, or the clipped value for MPROF_CLIP rows).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum { OPT_BOOL, OPT_UINT, OPT_BYTES } opt_kind_t;
+typedef enum { MPROF_REJECT, MPROF_CLIP } opt_range_t;
+
+typedef struct opt_desc_s {
+  const char *name;      /* environment variable */
+  opt_kind_t  kind;
+  uint64_t    dflt;
+  uint64_t    min;
+  uint64_t    max;
+  opt_range_t range;     /* what an out-of-range value gets: the default, or the nearest bound */
+} opt_desc_t;
+
+static const opt_desc_t opt_desc[MPROF_OPT_COUNT] = {
+#define OPT(id, name, kind, dflt, min, max, range) [MPROF_OPT_##id] = {name, kind, dflt, min, max, range},
+#include "options.def"
+#undef OPT
+};
+
+static uint64_t opt_value[MPROF_OPT_COUNT] = {
+#define OPT(id, name, kind, dflt, min, max, range) [MPROF_OPT_##id] = dflt,
+#include "options.def"
+#undef OPT
+};
+
+/* Parses a boolean: 0/1, yes/no, true/false, on/off. */
+static bool parse_bool(const char *s, uint64_t *out)
+{
+  static const char *const yes[] = {"1", "yes", "true", "on"}, *const no[] = {"0", "no", "false", "off"};
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(s, yes[i]) == 0) return *out = 1, true;
+    if (strcasecmp(s, no[i]) == 0) return *out = 0, true;
+  }
+  return false;
+}
+
+/* Parses a decimal count; with bytes, an optional binary suffix k, m, g or t (KiB .. TiB), and an
+ * optional trailing 'b' or "ib" (so 512k, 512K, 512KiB and 512kb all mean 524288). */
+static bool parse_uint(const char *s, bool bytes, uint64_t *out)
+{
+  if (*s < '0' || *s > '9') return false;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno == ERANGE) return false;
+  if (bytes && *end != '\0') {
+    unsigned shift = 0;
+    switch (*end | 0x20) {
+    case 'k': shift = 10; break;
+    case 'm': shift = 20; break;
+    case 'g': shift = 30; break;
+    case 't': shift = 40; break;
+    case 'b': shift = 0; end--; break;   /* a bare "b" */
+    default: return false;
+    }
+    end++;
+    if (shift != 0 && (*end | 0x20) == 'i') end++;
+    if (*end != '\0' && (*end | 0x20) == 'b') end++;
+    if (shift != 0 && v > (UINT64_MAX >> shift)) return false;
+    v <<= shift;
+  }
+  if (*end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+static const char *kind_word(opt_kind_t kind)
+{
+  return kind == OPT_BOOL ? "not a boolean (0 or 1)" : kind == OPT_BYTES ? "not a byte count" : "not a number";
+}
+
+static void read_option(mprof_option_t id)
+{
+  const opt_desc_t *d = &opt_desc[id];
+  const char *s = getenv(d->name);
+  if (s == NULL) return;
+  uint64_t v;
+  bool ok = d->kind == OPT_BOOL ? parse_bool(s, &v) : parse_uint(s, d->kind == OPT_BYTES, &v);
+  if (!ok) {
+    mprof_warn("%s=\"%s\" is %s; using %llu", d->name, s, kind_word(d->kind),
+               (unsigned long long)d->dflt);
+    return;
+  }
+  if (v < d->min || v > d->max) {
+    uint64_t used = d->range == MPROF_CLIP ? (v < d->min ? d->min : d->max) : d->dflt;
+    mprof_warn("%s=\"%s\" is outside %llu..%llu; using %llu", d->name, s, (unsigned long long)d->min,
+               (unsigned long long)d->max, (unsigned long long)used);
+    v = used;
+  }
+  opt_value[id] = v;
+}
+
+void mprof_options_init(void)
+{
+  for (int id = 0; id < MPROF_OPT_COUNT; id++) read_option((mprof_option_t)id);
+}
+
+uint64_t mprof_option(mprof_option_t id) { return opt_value[id]; }

@@ -1,0 +1,232 @@
+/* record.c - the live sampled blocks: a table from block address to record, sharded by address.
+ *
+ * Each shard is an open-addressing hash table (linear probing, backward-shift deletion, no tombstones)
+ * in profiler memory (pmem.c), doubled when 70% full and released at stop.  The shard's lock protects
+ * its slots, its counters and its session; sampling is rare, so the locks are cold, and sharding only
+ * keeps concurrent samples and frees of different blocks from meeting.
+ *
+ * A shard accepts records only for the session it was opened for (mprof_record_begin): a thread that
+ * drew its interval before a stop or restart cannot leak a sample with the old rate's weight into the new
+ * session.  A record whose address comes back in a new sample is stale (its block was freed behind our
+ * back, e.g. by mi_free directly) and is replaced; that counts as an untracked free.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+#define MPROF_SHARDS     16
+#define MPROF_SLOTS_MIN  64                  /* 4 KiB: one page of 64-byte records */
+
+typedef struct shard_s {
+  pthread_mutex_t lock;
+  mprof_record_t *slots;      /* capacity slots, or NULL */
+  size_t          capacity;   /* power of two, or 0 */
+  uint64_t        session;    /* session word records are accepted for; 0 = closed */
+  mprof_totals_t  totals;
+} __attribute__((aligned(64))) shard_t;
+
+static shard_t shards[MPROF_SHARDS] = {
+#define S {.lock = PTHREAD_MUTEX_INITIALIZER}
+  S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S
+#undef S
+};
+
+static inline uint64_t addr_hash(uintptr_t addr) { return (uint64_t)(addr >> 4) * 0x9e3779b97f4a7c15ull; }
+static inline shard_t *shard_of(uintptr_t addr) { return &shards[addr_hash(addr) >> 60]; }
+static inline size_t home_slot(const shard_t *s, uintptr_t addr)
+{
+  return (size_t)(addr_hash(addr) >> 24) & (s->capacity - 1);
+}
+
+static void shard_release(shard_t *s)
+{
+  mprof_pmem_unmap(s->slots, s->capacity * sizeof(mprof_record_t));
+  s->slots = NULL;
+  s->capacity = 0;
+}
+
+/* Index of addr's slot, or of the empty slot where it would go. */
+static size_t probe(const shard_t *s, uintptr_t addr)
+{
+  size_t mask = s->capacity - 1, i = home_slot(s, addr);
+  while (s->slots[i].addr != 0 && s->slots[i].addr != addr) i = (i + 1) & mask;
+  return i;
+}
+
+/* Makes room for one more record (load <= 70%).  False when profiler memory is exhausted. */
+static bool shard_reserve(shard_t *s)
+{
+  if (s->capacity != 0 && (s->totals.live + 1) * 10 <= s->capacity * 7) return true;
+  size_t cap = s->capacity ? s->capacity * 2 : MPROF_SLOTS_MIN;
+  mprof_record_t *slots = mprof_pmem_map(cap * sizeof(mprof_record_t));
+  if (slots == NULL) return false;
+  mprof_record_t *old = s->slots;
+  size_t old_cap = s->capacity;
+  s->slots = slots;
+  s->capacity = cap;
+  for (size_t i = 0; i < old_cap; i++) {
+    if (old[i].addr != 0) s->slots[probe(s, old[i].addr)] = old[i];
+  }
+  mprof_pmem_unmap(old, old_cap * sizeof(mprof_record_t));
+  return true;
+}
+
+/* Removes slot i, shifting later members of its probe run back so no lookup crosses a hole. */
+static void slot_delete(shard_t *s, size_t i)
+{
+  size_t mask = s->capacity - 1;
+  for (size_t j = (i + 1) & mask; s->slots[j].addr != 0; j = (j + 1) & mask) {
+    size_t k = home_slot(s, s->slots[j].addr);
+    /* slots[j] may move to i when its home k is not cyclically within (i, j]. */
+    bool stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+    if (!stays) {
+      s->slots[i] = s->slots[j];
+      i = j;
+    }
+  }
+  s->slots[i].addr = 0;
+}
+
+static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r)
+{
+  t->live--;
+  t->live_req_bytes -= r->size;
+  t->inuse_obj_fx -= r->obj_fx;
+  t->inuse_bytes -= r->inuse_bytes;
+}
+
+void mprof_record_begin(uint64_t session_word)
+{
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    shard_t *s = &shards[i];
+    pthread_mutex_lock(&s->lock);
+    shard_release(s);
+    memset(&s->totals, 0, sizeof s->totals);
+    s->session = session_word;
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+/* Stop: every record is freed; the in-use sums go with them, the session's cumulative counts stay. */
+void mprof_record_end(void)
+{
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    shard_t *s = &shards[i];
+    pthread_mutex_lock(&s->lock);
+    shard_release(s);
+    s->totals.live = s->totals.live_req_bytes = 0;
+    s->totals.inuse_obj_fx = s->totals.inuse_bytes = 0;
+    s->session = 0;
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word)
+{
+  shard_t *s = shard_of(r->addr);
+  mprof_insert_t rc = MPROF_INSERT_OK;
+  pthread_mutex_lock(&s->lock);
+  if (mprof_unlikely(s->session != session_word)) {
+    rc = MPROF_INSERT_SESSION;
+  } else if (mprof_unlikely(!shard_reserve(s))) {
+    rc = MPROF_INSERT_MEMORY;
+  } else {
+    mprof_record_t *slot = &s->slots[probe(s, r->addr)];
+    if (slot->addr != 0) {                     /* stale: freed behind our back */
+      totals_sub_live(&s->totals, slot);
+      s->totals.untracked_frees++;
+    }
+    *slot = *r;
+    s->totals.samples++;
+    s->totals.live++;
+    s->totals.live_req_bytes += r->size;
+    s->totals.inuse_obj_fx += r->obj_fx;
+    s->totals.inuse_bytes += r->inuse_bytes;
+    s->totals.alloc_obj_fx += r->obj_fx;
+    s->totals.alloc_bytes += r->inuse_bytes;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+bool mprof_record_remove(uintptr_t addr, mprof_record_t *out)
+{
+  shard_t *s = shard_of(addr);
+  bool found = false;
+  pthread_mutex_lock(&s->lock);
+  if (s->capacity != 0) {
+    size_t i = probe(s, addr);
+    if (s->slots[i].addr == addr) {
+      *out = s->slots[i];
+      totals_sub_live(&s->totals, out);
+      slot_delete(s, i);
+      found = true;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return found;
+}
+
+/* In-place realloc: the record keeps its object weight and takes the new size, so in-use bytes follow
+ * the block and return exactly to zero when it is freed.  Allocated totals do not change (nothing new
+ * was allocated). */
+bool mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof_record_t *now)
+{
+  shard_t *s = shard_of(addr);
+  bool found = false;
+  pthread_mutex_lock(&s->lock);
+  if (s->capacity != 0) {
+    mprof_record_t *r = &s->slots[probe(s, addr)];
+    if (r->addr == addr) {
+      *old = *r;
+      uint64_t bytes = (uint64_t)((double)size * (double)r->obj_fx / MPROF_FX_ONE + 0.5);
+      s->totals.live_req_bytes += size - r->size;
+      s->totals.inuse_bytes += bytes - r->inuse_bytes;
+      r->size = size;
+      r->inuse_bytes = bytes;
+      *now = *r;
+      found = true;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return found;
+}
+
+/* A consistent snapshot: every shard lock is held (in order) while summing. */
+void mprof_record_totals(mprof_totals_t *out)
+{
+  memset(out, 0, sizeof *out);
+  mprof_record_prefork();
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    const mprof_totals_t *t = &shards[i].totals;
+    out->samples += t->samples;
+    out->live += t->live;
+    out->live_req_bytes += t->live_req_bytes;
+    out->inuse_obj_fx += t->inuse_obj_fx;
+    out->inuse_bytes += t->inuse_bytes;
+    out->alloc_obj_fx += t->alloc_obj_fx;
+    out->alloc_bytes += t->alloc_bytes;
+    out->untracked_frees += t->untracked_frees;
+  }
+  mprof_record_postfork();
+}
+
+void mprof_record_reset_alloc(void)
+{
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    shard_t *s = &shards[i];
+    pthread_mutex_lock(&s->lock);
+    s->totals.samples = s->totals.alloc_obj_fx = s->totals.alloc_bytes = s->totals.untracked_frees = 0;
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+void mprof_record_prefork(void)
+{
+  for (size_t i = 0; i < MPROF_SHARDS; i++) pthread_mutex_lock(&shards[i].lock);
+}
+
+void mprof_record_postfork(void)
+{
+  for (size_t i = MPROF_SHARDS; i-- > 0;) pthread_mutex_unlock(&shards[i].lock);
+}
