@@ -9,6 +9,15 @@ int main(void)
   srunner_add_suite(sr, interpose_suite());
   srunner_add_suite(sr, cxx_suite());
   srunner_add_suite(sr, threads_suite());
+#if MPROF_PPROF
+  srunner_add_suite(sr, sampler_suite());
+  srunner_add_suite(sr, record_suite());
+  srunner_add_suite(sr, observer_suite());
+  srunner_add_suite(sr, options_suite());
+  srunner_add_suite(sr, hazards_suite());
+#else
+  srunner_add_suite(sr, disabled_suite());
+#endif
   srunner_run_all(sr, CK_ENV);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);

@@ -4,11 +4,21 @@
 
 #include <check.h>
 
+#include "config.h"
+#include "cxx_helper.h"
+
 Suite *alloc_suite(void);
 Suite *interpose_suite(void);
 Suite *cxx_suite(void);
 Suite *threads_suite(void);
-
-#include "cxx_helper.h"
+#if MPROF_PPROF
+Suite *sampler_suite(void);    /* test_sampler.c: sampling distribution and weights */
+Suite *record_suite(void);     /* test_record.c: records, realloc, stale records, start/stop */
+Suite *observer_suite(void);   /* test_observer.c: observer contract, stats, races */
+Suite *options_suite(void);    /* test_options.c: MIMALLOC_PROF_* options, seeds, budget (subprocesses) */
+Suite *hazards_suite(void);    /* test_hazards.c: threads, fork, TSD destructors, mi_collect, huge */
+#else
+Suite *disabled_suite(void);   /* test_disabled.c: the --disable-pprof API */
+#endif
 
 #endif
