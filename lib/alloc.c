@@ -1,7 +1,7 @@
 /* alloc.c - the exported malloc family: fast paths only.
  *
  * Each entry point checks the calling thread's sample countdown (mprof_skip) or, for a free, whether
- * the block lies in the sampled-block arena (mprof_in_sheap), and otherwise goes straight to mimalloc's
+ * the block may lie in the sampled-block arena (mprof_maybe_sampled), and otherwise goes straight to mimalloc's
  * public API.  Everything else (sampling, tracking, the C rules that need more than one line) lives in
  * cold functions, so the common path is a handful of instructions and a tail call.
  *
@@ -67,8 +67,8 @@ MPROF_EXPORT void *malloc(size_t size)
 
 MPROF_EXPORT void free(void *p)
 {
-  if (mprof_unlikely(mprof_in_sheap(p))) {
-    mprof_free_sampled(p);
+  if (mprof_unlikely(mprof_maybe_sampled(p))) {
+    mprof_free_slow(p);
     return;
   }
   mi_free(p);
@@ -86,7 +86,7 @@ MPROF_EXPORT void *calloc(size_t count, size_t size)
  * keeps its record right (in place: new size; moved: free + allocation; see sampler.c). */
 MPROF_EXPORT void *realloc(void *p, size_t size)
 {
-  if (mprof_likely(!mprof_in_sheap(p) && mprof_skip(size))) return mi_realloc(p, size);
+  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mi_realloc(p, size);
   return mprof_realloc_slow(p, size);
 }
 

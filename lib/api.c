@@ -166,6 +166,6 @@ __attribute__((constructor)) static void mprof_init(void)
 {
   mprof_options_init();
   pthread_atfork(prefork, postfork_parent, postfork_child);
-  if (mprof_option(MPROF_OPT_PROF) && !mi_prof_start(0))
+  if (mprof_option(MPROF_OPT_PROF) && !mi_prof_start(0) && errno != ENOMEM)   /* ENOMEM: said already */
     mprof_warn("MIMALLOC_PROF=1 but profiling could not start (errno %d)", errno);
 }

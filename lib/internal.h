@@ -65,7 +65,7 @@ size_t mprof_pmem_mapped(void);
 /* "sampler.c": the slow paths the fast paths fall into when a countdown runs out or a block is sampled */
 void *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;
 void *mprof_realloc_slow(void *p, size_t size) MPROF_NOINLINE MPROF_COLD;
-void  mprof_free_sampled(void *p) MPROF_NOINLINE MPROF_COLD;
+void  mprof_free_slow(void *p) MPROF_NOINLINE MPROF_COLD;
 
 /* The session every thread compares its own against on each slow path.  `word` is (id << 1) | running;
  * rate and seed are written before word (release) and stay fixed for the session. */
@@ -82,6 +82,7 @@ void mprof_sampler_postfork_child(void);
 /* "sheap.c": the sampled-block heap in its exclusive arena */
 #define MPROF_SHEAP_MAX_ALIGN ((size_t)16 << 20)
 bool  mprof_sheap_init(void);                 /* reserves the arena, starts the owner thread; once */
+bool  mprof_sheap_contains(const void *p);    /* exactly: p lies in the sampled-block arena */
 void *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why);
 void  mprof_sheap_free(void *p);
 size_t mprof_sheap_arena_bytes(void);
@@ -150,7 +151,7 @@ static inline void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
   return NULL;
 }
 static inline void *mprof_realloc_slow(void *p, size_t size) { return mprof_alloc_slow(size, 0, !p); }
-static inline void mprof_free_sampled(void *p) { mi_free(p); }
+static inline void mprof_free_slow(void *p) { mi_free(p); }
 
 #endif /* MPROF_PPROF */
 

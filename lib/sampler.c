@@ -19,8 +19,8 @@
  * first allocation lands here and draws in full.
  *
  * Reentrancy: `guard` is set while the profiler runs on a thread (sampling, observer callbacks); an
- * allocation then is served unsampled and its bytes are given back to the countdown, so the guard never
- * disturbs the sampling of the program's own allocations.
+ * allocation then is served unsampled, and the countdown is restored when the guard is left, so what a
+ * callback allocates never shifts the sampling of the program's own allocations.
  */
 #include "internal.h"
 
@@ -131,6 +131,20 @@ static bool take_sample(mprof_tls_t *t, size_t size)
    Samples
 --------------------------------------------------------------------------------------------------- */
 
+/* Enters the profiler on this thread: returns the countdown to restore on leaving (the fast path keeps
+ * charging it while the guard is up; only the slow path knows to serve those allocations unsampled). */
+static size_t guard_enter(mprof_tls_t *t)
+{
+  t->guard++;
+  return t->countdown;
+}
+
+static void guard_leave(mprof_tls_t *t, size_t countdown)
+{
+  t->countdown = countdown;
+  t->guard--;
+}
+
 static uint32_t thread_id(mprof_tls_t *t)
 {
   if (mprof_unlikely(t->tid == 0)) t->tid = (uint32_t)gettid();
@@ -151,12 +165,12 @@ static void *sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool ze
 {
   mi_prof_drop_reason_t why;
   int saved_errno = errno;
-  t->guard++;
+  size_t countdown = guard_enter(t);
   void *p = mprof_sheap_alloc(size, alignment, zero, &why);
   if (mprof_unlikely(p == NULL)) {
     mprof_drop(why);
     errno = saved_errno;             /* the request itself will still succeed */
-    t->guard--;
+    guard_leave(t, countdown);
     return NULL;
   }
   double prob = -expm1(-(double)size / (double)t->rate);      /* p(s) = 1 - exp(-s/R) */
@@ -175,7 +189,7 @@ static void *sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool ze
   if (rc == MPROF_INSERT_MEMORY) mprof_drop(MI_PROF_DROP_MEMORY);   /* the block stays, untracked */
   if (rc == MPROF_INSERT_OK && obs.on_sample != NULL)
     obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, r.tid, obs.arg);
-  t->guard--;
+  guard_leave(t, countdown);
   return p;
 }
 
@@ -221,17 +235,25 @@ static void forget(mprof_tls_t *t, void *p)
     mprof_observer_t obs;
     mprof_observer_get(&obs);
     if (obs.on_free != NULL) {
-      t->guard++;
+      size_t countdown = guard_enter(t);
       obs.on_free(p, r.size, obs.arg);
-      t->guard--;
+      guard_leave(t, countdown);
     }
   }
 }
 
-void mprof_free_sampled(void *p)
+static void free_sampled(void *p)
 {
   forget(&mprof_tls, p);
   mprof_sheap_free(p);
+}
+
+/* free() of NULL, of a sampled block, or of an ordinary block below the arena's end. */
+void mprof_free_slow(void *p)
+{
+  if (p == NULL) return;
+  if (mprof_sheap_contains(p)) free_sampled(p);
+  else mi_free(p);
 }
 
 /* Moves a sampled block to a new allocation of `size` bytes (which may itself be sampled: it goes through the
@@ -242,7 +264,7 @@ static void *move_sampled(void *p, size_t size)
   if (mprof_unlikely(q == NULL)) return NULL;
   size_t old = mi_usable_size(p);
   memcpy(q, p, old < size ? old : size);
-  mprof_free_sampled(p);
+  free_sampled(p);
   return q;
 }
 
@@ -253,38 +275,18 @@ static void *resize_sampled(mprof_tls_t *t, void *p, size_t size)
   if (mprof_record_resize((uintptr_t)p, size, &old, &now) && (old.flags & MPROF_RECORD_OBSERVED)) {
     mprof_observer_t obs;             /* the observer sees a resize as a free and a new sample */
     mprof_observer_get(&obs);
-    t->guard++;
+    size_t countdown = guard_enter(t);
     if (obs.on_free != NULL) obs.on_free(p, old.size, obs.arg);
     if (obs.on_sample != NULL)
       obs.on_sample(p, size, (size_t)now.inuse_bytes, (size_t)t->rate, now.tid, obs.arg);
-    t->guard--;
+    guard_leave(t, countdown);
   }
   return p;
 }
 
-void *mprof_realloc_slow(void *p, size_t size)
+/* realloc of a sampled block (the countdown was not touched). */
+static void *realloc_sampled(mprof_tls_t *t, void *p, size_t size)
 {
-  mprof_tls_t *t = &mprof_tls;
-  if (!mprof_in_sheap(p)) {          /* an ordinary block whose countdown ran out for `size` */
-    if (mprof_unlikely(size > MPROF_MAX_REQUEST)) return too_large(t, size);
-    if (mprof_unlikely(t->guard != 0)) {
-      t->countdown += size;
-      return mi_realloc(p, size);
-    }
-    if (take_sample(t, size)) {
-      void *q = sample_alloc(t, size, 0, false);
-      if (q != NULL) {
-        if (p != NULL) {
-          size_t old = mi_usable_size(p);
-          memcpy(q, p, old < size ? old : size);
-          mi_free(p);
-        }
-        return q;
-      }
-    }
-    return mi_realloc(p, size);
-  }
-  /* A sampled block (the countdown was not touched). */
   if (mprof_unlikely(size > MPROF_MAX_REQUEST)) {
     errno = ENOMEM;
     return NULL;
@@ -292,4 +294,32 @@ void *mprof_realloc_slow(void *p, size_t size)
   size_t usable = mi_usable_size(p);
   if (size != 0 && size <= usable && size >= usable / 2) return resize_sampled(t, p, size);
   return move_sampled(p, size);
+}
+
+void *mprof_realloc_slow(void *p, size_t size)
+{
+  mprof_tls_t *t = &mprof_tls;
+  if (mprof_maybe_sampled(p)) {
+    if (mprof_sheap_contains(p)) return realloc_sampled(t, p, size);
+    /* NULL or an ordinary block below the arena: the fast path did not charge the countdown yet. */
+    if (mprof_skip(size)) return mi_realloc(p, size);
+  }
+  /* The countdown ran out for `size` (it has wrapped). */
+  if (mprof_unlikely(size > MPROF_MAX_REQUEST)) return too_large(t, size);
+  if (mprof_unlikely(t->guard != 0)) {
+    t->countdown += size;
+    return mi_realloc(p, size);
+  }
+  if (take_sample(t, size)) {
+    void *q = sample_alloc(t, size, 0, false);
+    if (q != NULL) {
+      if (p != NULL) {
+        size_t old = mi_usable_size(p);
+        memcpy(q, p, old < size ? old : size);
+        mi_free(p);
+      }
+      return q;
+    }
+  }
+  return mi_realloc(p, size);
 }
