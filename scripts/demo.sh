@@ -1,6 +1,7 @@
 #!/bin/sh
-# demo.sh - the main job: build the library and run a program with it preloaded.
-# Usage: scripts/demo.sh [COMMAND ARGS...]   (default: the bundled examples/alloc_demo)
+# demo.sh - the main job: build the library and run a program with it preloaded, sampling
+# (MIMALLOC_PROF=1; set MIMALLOC_PROF_SAMPLE_RATE to change the rate).
+# Usage: scripts/demo.sh [COMMAND ARGS...]   (default: the bundled examples/alloc_demo, 2000000 operations)
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -12,6 +13,6 @@ cd _build/demo
 make -j2 >/dev/null
 make examples/alloc_demo >/dev/null
 lib=$(pwd)/lib/.libs/libmimalloc-prof.so.0
-[ $# -gt 0 ] || set -- "$(pwd)/examples/alloc_demo"
-echo "running: LD_PRELOAD=$lib $*"
-LD_PRELOAD=$lib "$@"
+[ $# -gt 0 ] || set -- "$(pwd)/examples/alloc_demo" 2000000
+echo "running: MIMALLOC_PROF=1 LD_PRELOAD=$lib $*"
+MIMALLOC_PROF=1 LD_PRELOAD=$lib "$@"
