@@ -5,8 +5,9 @@
  * allocation per sample_rate bytes is sampled.  This header declares the control API.  Every function is
  * present in every build; a library configured with --disable-pprof fails each of them with ENOTSUP.
  *
- * Conventions: functions that can fail return false (or -1) and set errno; none of them prints.  All
- * byte quantities are bytes.  Estimated quantities are unbiased estimates of what the sampled program
+ * Conventions: functions that can fail return false and set errno.  The API does not print, with one
+ * exception: the first mi_prof_start() that cannot set up the sampled-block arena says so in one line on
+ * stderr (as does the first dropped sample of each reason).  All byte quantities are bytes.  Estimated quantities are unbiased estimates of what the sampled program
  * did (see mimalloc_prof(3), "ESTIMATES").
  */
 #ifndef MIMALLOC_PROF_H
@@ -54,11 +55,12 @@ mi_prof_decl_export bool mi_prof_available(void);
  * mi_prof_start() - start sampling heap allocations.
  * @sample_rate: mean bytes between samples; 0 = MIMALLOC_PROF_SAMPLE_RATE, else 524288.
  *               Range 1 .. 2^40.
- * Starts a fresh session: counters from an earlier session are gone.  The calling thread samples from
- * its next allocation; other running threads notice within MI_PROF_RECHECK_BYTES of their own
- * allocated bytes.
+ * Starts a fresh session: counters from an earlier session are gone.  The intervals are seeded from
+ * MIMALLOC_PROF_SEED (0, the default, = fresh entropy).  The calling thread samples from its next
+ * allocation; other running threads notice within MI_PROF_RECHECK_BYTES of their own allocated bytes.
  * Return: true if started; false with errno set: EALREADY already running; EINVAL rate out of range;
- *   ENOMEM no address space could be reserved for sampled blocks; ENOTSUP built with --disable-pprof.
+ *   ENOMEM the sampled-block arena could not be set up (counted in dropped[MI_PROF_DROP_NO_ARENA]);
+ *   EDEADLK called from an observer callback; ENOTSUP built with --disable-pprof.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe (takes the profiler lock).
  */
 mi_prof_decl_export bool mi_prof_start(size_t sample_rate);
@@ -66,7 +68,8 @@ mi_prof_decl_export bool mi_prof_start(size_t sample_rate);
 /**
  * mi_prof_start_seeded() - mi_prof_start() with a fixed random seed.
  * @seed: nonzero = each thread's interval generator is seeded from (seed, thread ordinal), so a
- *        single-threaded program repeats its samples exactly; 0 = fresh entropy (getrandom(2)).
+ *        single-threaded program repeats its samples exactly; 0 = fresh entropy (getrandom(2)),
+ *        whatever MIMALLOC_PROF_SEED says.
  * Return, thread and signal safety: as mi_prof_start().
  */
 mi_prof_decl_export bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed);
@@ -77,8 +80,11 @@ mi_prof_decl_export bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed)
 
 /**
  * mi_prof_stop() - stop sampling and free every sample record.
- * Sampled blocks still live stay valid: freeing them later is safe and is not reported.
- * Return: true if a running session was stopped; false with errno EALREADY (not running) or ENOTSUP.
+ * Sampled blocks still live stay valid: freeing them later is safe and is not reported.  Afterwards
+ * mi_prof_stats() reports live_samples and the in-use estimates as 0; the cumulative counters of the
+ * session stay until the next start.
+ * Return: true if a running session was stopped; false with errno EALREADY (not running), EDEADLK
+ *   (called from an observer callback) or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_stop(void);
@@ -91,9 +97,9 @@ mi_prof_decl_export bool mi_prof_stop(void);
 mi_prof_decl_export bool mi_prof_is_enabled(void);
 
 /**
- * mi_prof_reset() - forget the allocated (cumulative) totals and the dropped-sample counts.
- * Live samples and their in-use estimates are kept.
- * Return: true; false with errno EALREADY (not running) or ENOTSUP.
+ * mi_prof_reset() - forget the cumulative counters: samples, alloc_objects, alloc_bytes,
+ * untracked_frees and dropped[].  Live samples and their in-use estimates are kept.
+ * Return: true; false with errno EALREADY (not running), EDEADLK (from a callback) or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_reset(void);
@@ -131,7 +137,9 @@ typedef struct mi_prof_stats_s {
  * @size: sizeof(mi_prof_stats_t) as the caller was compiled with.
  * Return: true; false with errno EINVAL (stats NULL or size not a known version) or ENOTSUP.
  *   Works while stopped (counts of the last session, sample_rate 0).
- * Thread safety: MT-Safe (a consistent snapshot).  Async-signal safety: AS-Unsafe.
+ * Thread safety: MT-Safe.  The record counters (samples .. alloc_bytes, untracked_frees) are one
+ *   consistent snapshot; dropped[], profiler_bytes and arena_bytes are read just after.
+ * Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_stats(mi_prof_stats_t *stats, size_t size);
 
@@ -144,8 +152,11 @@ mi_prof_decl_export bool mi_prof_debug_stats(size_t *live_records, size_t *live_
 
 /* Observer callbacks.  on_sample runs on the allocating thread after the sampled block is recorded and
  * before it is returned to the program; on_free runs on the freeing thread before the block is released,
- * with the same pointer and size that on_sample got.  Both run with no profiler lock held and with
- * sampling suspended on the calling thread (an allocation inside a callback is never sampled). */
+ * with the same pointer and size that on_sample got.  A realloc that resizes a sampled block in place is
+ * reported as on_free(old size) then on_sample(new size) of the same pointer.  Both run with no profiler
+ * lock held and with sampling suspended on the calling thread (an allocation inside a callback is never
+ * sampled); mi_prof_start, _stop, _reset and _set_observer fail with EDEADLK inside a callback.  A
+ * callback may change errno. */
 typedef void mi_prof_sample_fn(void *ptr, size_t size, size_t weight_bytes, size_t sample_rate,
                                uint64_t thread_id, void *arg);
 typedef void mi_prof_free_fn(void *ptr, size_t size, void *arg);
@@ -154,9 +165,10 @@ typedef void mi_prof_free_fn(void *ptr, size_t size, void *arg);
  * mi_prof_set_observer() - install (or, with NULLs, remove) the sample and free callbacks.
  * @on_sample: called for each sample: pointer, requested size in bytes, weight (estimated bytes the
  *             sample stands for), the sample rate in force, and the sampling thread's id (gettid).
- * @on_free: called when a block reported to on_sample is freed (not for blocks sampled before a stop).
+ * @on_free: called when a block reported to an on_sample is freed (by whichever observer is installed
+ *            then; not for blocks sampled before a stop).
  * @arg: passed to both.
- * Return: true; false with errno ENOTSUP.
+ * Return: true; false with errno EDEADLK (from a callback) or ENOTSUP.
  * Thread safety: MT-Safe; a callback may still be running on another thread when this returns.
  * Async-signal safety: AS-Unsafe.
  */

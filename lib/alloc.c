@@ -5,9 +5,7 @@
  * public API.  Everything else (sampling, tracking, the C rules that need more than one line) lives in
  * cold functions, so the common path is a handful of instructions and a tail call.
  *
- * C++: libstdc++'s operator new/delete call malloc/free, so they reach these functions with the correct
- * new_handler and std::bad_alloc behaviour; we do not export the operators ourselves (mimalloc's C
- * build would abort instead of throwing).
+ * C++ operator new/delete are in new_delete.c (exported too, because libmimalloc.so.2 exports them).
  */
 #include "internal.h"
 
@@ -26,8 +24,8 @@ MPROF_EXPORT size_t malloc_size(const void *p);
 MPROF_EXPORT size_t malloc_good_size(size_t size);
 MPROF_EXPORT void *_aligned_malloc(size_t size, size_t alignment);
 
-/* Smallest alignment malloc already guarantees on x86-64/aarch64 glibc (and mimalloc). */
-#define MPROF_MIN_ALIGN (2 * sizeof(void *))
+/* Alignment every malloc block has: mimalloc's 8-byte blocks are only 8-aligned (16 from 16 bytes). */
+#define MPROF_MIN_ALIGN sizeof(void *)
 
 static inline bool is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
@@ -99,11 +97,16 @@ MPROF_EXPORT size_t malloc_usable_size(void *p)
    Aligned allocation
 --------------------------------------------------------------------------------------------------- */
 
+/* posix_memalign reports failure by its return value and leaves errno alone. */
 MPROF_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
 {
   if (mprof_unlikely(!is_pow2(alignment) || alignment % sizeof(void *) != 0)) return EINVAL;
+  int saved = errno;
   void *p = alloc_aligned(alignment, size);
-  if (mprof_unlikely(p == NULL)) return ENOMEM;
+  if (mprof_unlikely(p == NULL)) {
+    errno = saved;
+    return ENOMEM;
+  }
   *out = p;
   return 0;
 }
@@ -116,7 +119,8 @@ MPROF_EXPORT void *aligned_alloc(size_t alignment, size_t size)
   return alloc_aligned(alignment, size);
 }
 
-/* glibc's memalign: a small alignment means plain malloc, a non-power of two is rounded up. */
+/* glibc's memalign: an alignment malloc always gives means plain malloc, a non-power of two is rounded
+ * up. */
 MPROF_EXPORT void *memalign(size_t alignment, size_t size)
 {
   if (alignment <= MPROF_MIN_ALIGN) return malloc(size);
@@ -160,8 +164,13 @@ MPROF_EXPORT int reallocarr(void *p, size_t count, size_t size)
   size_t total;
   int saved = errno;
   if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return EOVERFLOW;
+  if (total == 0) {                  /* NetBSD: a zero size frees the block */
+    free(*pp);
+    *pp = NULL;
+    return 0;
+  }
   void *q = realloc(*pp, total);
-  if (mprof_unlikely(q == NULL && total != 0)) {
+  if (mprof_unlikely(q == NULL)) {
     errno = saved;
     return ENOMEM;
   }
@@ -190,7 +199,11 @@ MPROF_EXPORT void *_aligned_malloc(size_t size, size_t alignment)
 
 /* glibc's internal names, which some programs and libraries call directly: same functions (aliases,
  * with the target's attributes copied so the declarations agree). */
+#if defined(__has_attribute) && __has_attribute(copy)
 #define MPROF_ALIAS(target) __attribute__((alias(#target), copy(target)))
+#else
+#define MPROF_ALIAS(target) __attribute__((alias(#target)))
+#endif
 MPROF_EXPORT void *__libc_malloc(size_t size) MPROF_ALIAS(malloc);
 MPROF_EXPORT void __libc_free(void *p) MPROF_ALIAS(free);
 MPROF_EXPORT void __libc_cfree(void *p) MPROF_ALIAS(free);

@@ -6,49 +6,98 @@
  * hits mimalloc 2.0.9's misalignment bug (see internal.h).  Exporting the operators ourselves puts every
  * C++ allocation through the same paths as malloc.
  *
- * C++ rules, without linking libstdc++: a failed new calls the installed new_handler and retries; with no
- * handler it throws std::bad_alloc (through libstdc++'s own std::__throw_bad_alloc, found as a weak
- * reference: any program that calls operator new has libstdc++ loaded).  The nothrow forms return NULL.
- * This file is compiled with -fexceptions so the exception can unwind through it.
+ * Failure, without linking a C++ runtime: when the allocation fails, the operator hands the request to
+ * the C++ runtime's own definition of the same operator (libstdc++'s, or libc++'s), looked up when first
+ * needed, so a runtime dlopen'ed after start-up is found too.  That definition allocates through our
+ * malloc/aligned_alloc, runs the new_handler loop and throws std::bad_alloc, or for the nothrow forms
+ * catches whatever the handler throws and returns NULL: exactly the runtime's semantics.  The exception
+ * unwinds through this file's frames (compiled with -fexceptions).  With no C++ runtime loaded at all
+ * nothing can have called operator new expecting an exception, and a failure aborts.
  */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 
-typedef void (*mprof_new_handler_t)(void);
-extern mprof_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));  /* std::get_new_handler */
-extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));      /* std::__throw_bad_alloc */
+/* The operators, by their Itanium-ABI names (x86-64/aarch64: size_t = unsigned long = 'm'). */
+#define NEW_OPERATORS(X)                                  \
+  X(0, _Znwm)                                             \
+  X(1, _Znam)                                             \
+  X(2, _ZnwmRKSt9nothrow_t)                               \
+  X(3, _ZnamRKSt9nothrow_t)                               \
+  X(4, _ZnwmSt11align_val_t)                              \
+  X(5, _ZnamSt11align_val_t)                              \
+  X(6, _ZnwmSt11align_val_tRKSt9nothrow_t)                \
+  X(7, _ZnamSt11align_val_tRKSt9nothrow_t)
 
-static void *new_alloc(size_t size, size_t alignment)
+enum {
+#define X(i, name) OP_##name = i,
+  NEW_OPERATORS(X)
+#undef X
+  OP_COUNT
+};
+
+static const char *const op_name[OP_COUNT] = {
+#define X(i, name) [i] = #name,
+  NEW_OPERATORS(X)
+#undef X
+};
+
+static void *runtime_op[OP_COUNT];   /* the C++ runtime's definitions, once found (atomic) */
+
+/* The C++ runtime's own definition of operator `op`, or NULL when no C++ runtime is loaded. */
+static void *runtime_operator(int op)
 {
-  if (alignment <= 16) return malloc(size);
-  return aligned_alloc(alignment, size);
+  void *fn = __atomic_load_n(&runtime_op[op], __ATOMIC_ACQUIRE);
+  if (fn != NULL) return fn;
+  static const char *const runtimes[] = {"libstdc++.so.6", "libc++.so.1"};
+  for (size_t i = 0; i < sizeof runtimes / sizeof runtimes[0] && fn == NULL; i++) {
+    void *h = dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD);   /* only if already loaded */
+    if (h != NULL) {
+      fn = dlsym(h, op_name[op]);
+      dlclose(h);
+    }
+  }
+  if (fn != NULL) __atomic_store_n(&runtime_op[op], fn, __ATOMIC_RELEASE);
+  return fn;
 }
 
-/* The failure path of every new: new_handler loop, then bad_alloc (or NULL for nothrow). */
-static MPROF_NOINLINE MPROF_COLD void *new_retry(size_t size, size_t alignment, bool nothrow)
+typedef void *plain_op_t(size_t);
+typedef void *plain_nothrow_op_t(size_t, const void *);
+typedef void *aligned_op_t(size_t, size_t);
+typedef void *aligned_nothrow_op_t(size_t, size_t, const void *);
+
+static MPROF_NOINLINE MPROF_COLD void *new_failed(int op, size_t size, size_t alignment, const void *tag)
 {
-  for (;;) {
-    mprof_new_handler_t handler = _ZSt15get_new_handlerv != NULL ? _ZSt15get_new_handlerv() : NULL;
-    if (handler == NULL) {
-      if (nothrow) return NULL;
-      if (_ZSt17__throw_bad_allocv != NULL) _ZSt17__throw_bad_allocv();
-      abort();
-    }
-    handler();
-    void *p = new_alloc(size, alignment);
-    if (p != NULL) return p;
+  void *fn = runtime_operator(op);
+  if (fn == NULL) {
+    if (tag != NULL) return NULL;    /* nothrow: no handler can exist without a C++ runtime */
+    abort();
+  }
+  switch (op) {
+  case OP__Znwm: case OP__Znam: return ((plain_op_t *)fn)(size);
+  case OP__ZnwmRKSt9nothrow_t: case OP__ZnamRKSt9nothrow_t: return ((plain_nothrow_op_t *)fn)(size, tag);
+  case OP__ZnwmSt11align_val_t: case OP__ZnamSt11align_val_t: return ((aligned_op_t *)fn)(size, alignment);
+  default: return ((aligned_nothrow_op_t *)fn)(size, alignment, tag);
   }
 }
 
-static inline void *new_impl(size_t size, size_t alignment, bool nothrow)
+static inline void *new_plain(int op, size_t size, const void *tag)
 {
-  void *p = new_alloc(size, alignment);
+  void *p = malloc(size);
   if (mprof_likely(p != NULL)) return p;
-  return new_retry(size, alignment, nothrow);
+  return new_failed(op, size, 0, tag);
 }
 
-/* Mangled names, as libmimalloc.so.2 exports them (x86-64/aarch64: size_t = unsigned long = 'm'). */
+/* C++ only calls the aligned forms for alignments above __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16), but an
+ * explicit call may pass any power of two; malloc only guarantees 8 for blocks of 8 bytes or less. */
+static inline void *new_aligned(int op, size_t size, size_t alignment, const void *tag)
+{
+  void *p = alignment <= sizeof(void *) ? malloc(size) : aligned_alloc(alignment, size);
+  if (mprof_likely(p != NULL)) return p;
+  return new_failed(op, size, alignment, tag);
+}
+
 MPROF_EXPORT void *_Znwm(size_t size);
 MPROF_EXPORT void *_Znam(size_t size);
 MPROF_EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag);
@@ -66,21 +115,25 @@ MPROF_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t alignment);
 MPROF_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t alignment);
 MPROF_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t alignment);
 
-void *_Znwm(size_t size) { return new_impl(size, 0, false); }
-void *_Znam(size_t size) { return new_impl(size, 0, false); }
-void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag) { (void)tag; return new_impl(size, 0, true); }
-void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) { (void)tag; return new_impl(size, 0, true); }
-void *_ZnwmSt11align_val_t(size_t size, size_t alignment) { return new_impl(size, alignment, false); }
-void *_ZnamSt11align_val_t(size_t size, size_t alignment) { return new_impl(size, alignment, false); }
+void *_Znwm(size_t size) { return new_plain(OP__Znwm, size, NULL); }
+void *_Znam(size_t size) { return new_plain(OP__Znam, size, NULL); }
+void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag) { return new_plain(OP__ZnwmRKSt9nothrow_t, size, tag); }
+void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) { return new_plain(OP__ZnamRKSt9nothrow_t, size, tag); }
+void *_ZnwmSt11align_val_t(size_t size, size_t alignment)
+{
+  return new_aligned(OP__ZnwmSt11align_val_t, size, alignment, NULL);
+}
+void *_ZnamSt11align_val_t(size_t size, size_t alignment)
+{
+  return new_aligned(OP__ZnamSt11align_val_t, size, alignment, NULL);
+}
 void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t alignment, const void *tag)
 {
-  (void)tag;
-  return new_impl(size, alignment, true);
+  return new_aligned(OP__ZnwmSt11align_val_tRKSt9nothrow_t, size, alignment, tag);
 }
 void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t alignment, const void *tag)
 {
-  (void)tag;
-  return new_impl(size, alignment, true);
+  return new_aligned(OP__ZnamSt11align_val_tRKSt9nothrow_t, size, alignment, tag);
 }
 
 /* Every delete is free: mimalloc finds the size and alignment from the block itself. */

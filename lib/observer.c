@@ -45,8 +45,8 @@ static const char *const drop_text[MI_PROF_DROP_REASONS] = {
   [MI_PROF_DROP_MEMORY] = "profiler memory budget (MIMALLOC_PROF_MAX_BYTES) used up",
   [MI_PROF_DROP_TOO_LARGE] = "allocation too large for the sampled-block arena",
   [MI_PROF_DROP_ALIGNMENT] = "alignment above 16 MiB",
-  [MI_PROF_DROP_NO_ARENA] = "no address space could be reserved for sampled blocks "
-                            "(MIMALLOC_PROF_ARENA_SIZE and ulimit -v); profiling cannot start",
+  [MI_PROF_DROP_NO_ARENA] = "the sampled-block arena could not be set up (address space: "
+                            "MIMALLOC_PROF_ARENA_SIZE, ulimit -v; or its thread); profiling cannot start",
   [MI_PROF_DROP_UNWIND] = "stack could not be captured",
   [MI_PROF_DROP_STACKS] = "stack table full",
 };

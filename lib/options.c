@@ -54,7 +54,7 @@ static bool parse_uint(const char *s, bool bytes, uint64_t *out)
   errno = 0;
   char *end;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno == ERANGE) return false;
+  if (errno == ERANGE) v = UINT64_MAX;   /* too big for 64 bits: out of range, not malformed */
   if (bytes && *end != '\0') {
     unsigned shift = 0;
     switch (*end | 0x20) {
@@ -68,8 +68,7 @@ static bool parse_uint(const char *s, bool bytes, uint64_t *out)
     end++;
     if (shift != 0 && (*end | 0x20) == 'i') end++;
     if (*end != '\0' && (*end | 0x20) == 'b') end++;
-    if (shift != 0 && v > (UINT64_MAX >> shift)) return false;
-    v <<= shift;
+    v = v > (UINT64_MAX >> shift) ? UINT64_MAX : v << shift;
   }
   if (*end != '\0') return false;
   *out = v;
@@ -78,7 +77,8 @@ static bool parse_uint(const char *s, bool bytes, uint64_t *out)
 
 static const char *kind_word(opt_kind_t kind)
 {
-  return kind == OPT_BOOL ? "not a boolean (0 or 1)" : kind == OPT_BYTES ? "not a byte count" : "not a number";
+  return kind == OPT_BOOL ? "not a boolean (0/1, yes/no, true/false, on/off)"
+       : kind == OPT_BYTES ? "not a byte count" : "not a number";
 }
 
 static void read_option(mprof_option_t id)

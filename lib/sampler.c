@@ -277,8 +277,9 @@ static void *resize_sampled(mprof_tls_t *t, void *p, size_t size)
     mprof_observer_get(&obs);
     size_t countdown = guard_enter(t);
     if (obs.on_free != NULL) obs.on_free(p, old.size, obs.arg);
-    if (obs.on_sample != NULL)
-      obs.on_sample(p, size, (size_t)now.inuse_bytes, (size_t)t->rate, now.tid, obs.arg);
+    if (obs.on_sample != NULL)   /* the rate of the session that holds the record */
+      obs.on_sample(p, size, (size_t)now.inuse_bytes,
+                    (size_t)__atomic_load_n(&mprof_session.rate, __ATOMIC_RELAXED), thread_id(t), obs.arg);
     guard_leave(t, countdown);
   }
   return p;

@@ -36,7 +36,7 @@ static pthread_mutex_t sheap_lock = PTHREAD_MUTEX_INITIALIZER;
 static mi_heap_t *sheap;
 static mi_arena_id_t sheap_arena;
 static size_t sheap_arena_bytes;
-static int sheap_failed;             /* the reservation failed; reported once */
+static int sheap_failed;             /* no arena could be reserved: never try again */
 static sem_t owner_ready;
 
 static void *owner_main(void *arg)
@@ -125,15 +125,17 @@ static bool start_owner(void)
 }
 
 /* Called under api_lock by mi_prof_start(). */
+/* Called under api_lock by mi_prof_start().  Failure is said by the caller (MI_PROF_DROP_NO_ARENA).  A
+ * reserved arena is kept even if the owner thread could not start; a later start tries the thread again. */
 bool mprof_sheap_init(void)
 {
   if (sheap != NULL) return true;
   if (sheap_failed) return false;
-  if (!reserve_arena() || !start_owner()) {
-    sheap_failed = 1;                /* said by the caller, once (MI_PROF_DROP_NO_ARENA) */
+  if (sheap_arena_bytes == 0 && !reserve_arena()) {
+    sheap_failed = 1;
     return false;
   }
-  return true;
+  return start_owner();
 }
 
 void *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why)

@@ -3,6 +3,7 @@
 # (MIMALLOC_PROF=1; set MIMALLOC_PROF_SAMPLE_RATE to change the rate).
 # Usage: scripts/demo.sh [COMMAND ARGS...]   (default: the bundled examples/alloc_demo, 2000000 operations)
 set -eu
+here=$(pwd)
 cd "$(dirname "$0")/.."
 top=$(pwd)
 scripts/install-deps.sh
@@ -14,5 +15,6 @@ make -j2 >/dev/null
 make examples/alloc_demo >/dev/null
 lib=$(pwd)/lib/.libs/libmimalloc-prof.so.0
 [ $# -gt 0 ] || set -- "$(pwd)/examples/alloc_demo" 2000000
+cd "$here"                           # the command runs where the user started the script
 echo "running: MIMALLOC_PROF=1 LD_PRELOAD=$lib $*"
 MIMALLOC_PROF=1 LD_PRELOAD=$lib "$@"

@@ -28,7 +28,7 @@ check_build() {   # check_build NAME CONFIGURE-ARGS...: out-of-tree build + make
   rm -rf "_build/$name"; mkdir -p "_build/$name"
   (cd "_build/$name" && "$top/configure" --enable-tests "$@" >configure.log 2>&1) \
     || { echo "== $name: configure failed"; cat "_build/$name/configure.log"; status=1; return; }
-  step "$name build" make -C "_build/$name" -j2 >/dev/null
+  step "$name build" sh -c "make -C '_build/$name' -j2 >'_build/$name/build.log' 2>&1 || { tail -n 30 '_build/$name/build.log'; exit 1; }"
   if ! make -C "_build/$name" -j2 check >"_build/$name/check.out" 2>&1; then
     status=1
     grep -E '^(FAIL|ERROR)' "_build/$name/check.out" || true

@@ -49,5 +49,32 @@ extern "C" int mprof_cxx_check(char *why, unsigned long why_len)
     threw = true;
   }
   if (!threw) return fail(why, why_len, "new of a huge size did not throw std::bad_alloc");
+
+  // The new_handler loop: a handler that gives up (uninstalls itself) runs once, then bad_alloc.
+  static int handler_calls;
+  handler_calls = 0;
+  std::set_new_handler([] { handler_calls++; std::set_new_handler(nullptr); });
+  threw = false;
+  try {
+    ::operator delete(::operator new(huge, std::align_val_t(64)));
+  } catch (const std::bad_alloc &) {
+    threw = true;
+  }
+  if (!threw || handler_calls != 1) return fail(why, why_len, "aligned new: new_handler loop or bad_alloc wrong");
+
+  // nothrow new whose handler throws: the exception is swallowed, nullptr comes back.
+  std::set_new_handler([] { throw std::bad_alloc(); });
+  void *n1 = ::operator new(huge, std::nothrow);
+  void *n2 = ::operator new[](huge, std::align_val_t(256), std::nothrow);
+  std::set_new_handler(nullptr);
+  if (n1 != nullptr || n2 != nullptr) return fail(why, why_len, "nothrow new with a throwing handler");
+
+  // Explicit aligned new of tiny blocks: malloc's 8-byte class is only 8-aligned.
+  for (int i = 0; i < 64; i++) {
+    void *t = ::operator new(8, std::align_val_t(16));
+    bool misaligned = (reinterpret_cast<std::uintptr_t>(t) & 15) != 0;
+    ::operator delete(t, std::align_val_t(16));
+    if (misaligned) return fail(why, why_len, "operator new(8, align_val_t(16)) misaligned");
+  }
   return 1;
 }
