@@ -1,12 +1,221 @@
 /* prof_probe.c - a small program linked with the library, run by tests in a subprocess with a chosen
- * environment (options are read once at load).  (being written) */
+ * environment (the MIMALLOC_PROF_* options are read once, at load, so they can only be tested in a fresh
+ * process).  It prints "key value" lines on stdout and never writes to stderr itself unless something
+ * the test cannot see went wrong ("prof_probe: ..." and exit status 1): stderr belongs to the library's
+ * warnings, which the tests count.
+ *
+ * Modes (argv[1]):
+ *   stats [RATE]        state at main, then mi_prof_start(RATE, default 0 = the option) if not running,
+ *                       then the stats fields the options set
+ *   sequence RATE N     mi_prof_start(RATE) (seed from MIMALLOC_PROF_SEED), N allocations of a fixed
+ *                       pattern of sizes; one "sample INDEX SIZE" line per sampled allocation
+ *   budget RATE N SIZE  N live allocations of SIZE bytes; profiler memory peak, budget and drops
+ *   arena RATE          start; report the arena, then allocate and check 1000 blocks either way
+ *   noarena HEADROOM    as arena (rate 4096), after limiting the address space (RLIMIT_AS) to what the
+ *                       process uses now plus HEADROOM MiB
+ */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "mimalloc-prof.h"
 
+static void die(const char *what)
+{
+  fprintf(stderr, "prof_probe: %s\n", what);
+  exit(1);
+}
+
+static mi_prof_stats_t stats_now(void)
+{
+  mi_prof_stats_t st;
+  if (!mi_prof_stats(&st, sizeof st)) die("mi_prof_stats failed");
+  return st;
+}
+
+static size_t arg_size(const char *s)
+{
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *end != '\0') die("bad numeric argument");
+  return (size_t)v;
+}
+
+/* Starts the profiler and prints the outcome: "start 1" or "start 0", then "errno E" (0 on success). */
+static bool start_and_report(size_t rate)
+{
+  errno = 0;
+  bool ok = mi_prof_start(rate);
+  int err = ok ? 0 : errno;
+  printf("start %d\nerrno %d\n", ok ? 1 : 0, err);
+  return ok;
+}
+
+/* Allocates `count` blocks of `size` bytes, fills each with its own byte, checks them all and frees
+ * them: the program's allocations work whatever the profiler does. */
+static void traffic(size_t count, size_t size)
+{
+  unsigned char **p = calloc(count, sizeof *p);
+  if (p == NULL) die("calloc failed");
+  for (size_t i = 0; i < count; i++) {
+    p[i] = malloc(size);
+    if (p[i] == NULL) die("malloc failed");
+    memset(p[i], (int)(i & 0xff), size);
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (p[i][0] != (unsigned char)(i & 0xff) || p[i][size - 1] != (unsigned char)(i & 0xff))
+      die("block contents changed");
+    free(p[i]);
+  }
+  free(p);
+  printf("allocations ok\n");
+}
+
+static int mode_stats(int argc, char **argv)
+{
+  printf("enabled_at_main %d\n", mi_prof_is_enabled() ? 1 : 0);
+  if (!mi_prof_is_enabled()) start_and_report(argc > 2 ? arg_size(argv[2]) : 0);
+  mi_prof_stats_t st = stats_now();
+  printf("sample_rate %" PRIu64 "\n", st.sample_rate);
+  printf("profiler_bytes_max %" PRIu64 "\n", st.profiler_bytes_max);
+  printf("arena_bytes %" PRIu64 "\n", st.arena_bytes);
+  traffic(1000, 100);
+  return 0;
+}
+
+/* sequence: the observer notes the index of each sampled allocation; printed after the run so that
+ * printing cannot change what is sampled. */
+#define SEQ_MAX 100000
+/* volatile: GCC assumes malloc (declared __attribute__((malloc))) reads no caller variable, and would
+ * otherwise keep seq_index in a register across the call that runs the callback. */
+static volatile size_t seq_index;        /* index of the allocation in progress */
+static size_t seq_hits[SEQ_MAX][2];      /* (index, size) of each sample */
+static size_t seq_count;
+
+static void seq_on_sample(void *ptr, size_t size, size_t weight, size_t rate, uint64_t tid, void *arg)
+{
+  (void)ptr, (void)weight, (void)rate, (void)tid, (void)arg;
+  if (seq_count < SEQ_MAX) {
+    seq_hits[seq_count][0] = seq_index;
+    seq_hits[seq_count][1] = size;
+  }
+  seq_count++;
+}
+
+static int mode_sequence(int argc, char **argv)
+{
+  if (argc < 4) die("usage: sequence RATE N");
+  size_t rate = arg_size(argv[2]), n = arg_size(argv[3]);
+  void **p = calloc(n, sizeof *p);
+  if (p == NULL) die("calloc failed");
+  printf("sequence\n");                  /* stdout's buffer is allocated before sampling starts */
+  fflush(stdout);
+  if (!mi_prof_set_observer(seq_on_sample, NULL, NULL)) die("mi_prof_set_observer failed");
+  if (!mi_prof_start(rate)) die("mi_prof_start failed");
+  uint64_t x = 0x2545f4914f6cdd1dull;    /* a fixed pattern of sizes 1..4096 */
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    seq_index = i;
+    p[i] = malloc(1 + (size_t)(x % 4096));
+    if (p[i] == NULL) die("malloc failed");
+    if (i % 3 == 2) {                    /* free some, so later blocks reuse addresses */
+      free(p[i - 1]);
+      p[i - 1] = NULL;
+    }
+  }
+  if (!mi_prof_stop()) die("mi_prof_stop failed");
+  for (size_t i = 0; i < n; i++) free(p[i]);
+  free(p);
+  for (size_t i = 0; i < seq_count && i < SEQ_MAX; i++)
+    printf("sample %zu %zu\n", seq_hits[i][0], seq_hits[i][1]);
+  printf("samples %zu\n", seq_count);
+  return 0;
+}
+
+static int mode_budget(int argc, char **argv)
+{
+  if (argc < 5) die("usage: budget RATE N SIZE");
+  size_t rate = arg_size(argv[2]), n = arg_size(argv[3]), size = arg_size(argv[4]);
+  unsigned char **p = calloc(n, sizeof *p);
+  if (p == NULL) die("calloc failed");
+  if (!mi_prof_start(rate)) die("mi_prof_start failed");
+  uint64_t peak = 0;
+  for (size_t i = 0; i < n; i++) {
+    p[i] = malloc(size);
+    if (p[i] == NULL) die("malloc failed");
+    memset(p[i], (int)(i * 7 & 0xff), size);
+    if (i % 64 == 0) {
+      mi_prof_stats_t st = stats_now();
+      if (st.profiler_bytes > peak) peak = st.profiler_bytes;
+    }
+  }
+  mi_prof_stats_t st = stats_now();
+  if (st.profiler_bytes > peak) peak = st.profiler_bytes;
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (p[i][0] != (unsigned char)(i * 7 & 0xff) || p[i][size - 1] != (unsigned char)(i * 7 & 0xff)) bad++;
+    free(p[i]);
+  }
+  free(p);
+  size_t live = 0;
+  mi_prof_debug_stats(&live, NULL);
+  printf("bad_blocks %zu\n", bad);
+  printf("profiler_bytes_peak %" PRIu64 "\n", peak);
+  printf("profiler_bytes_max %" PRIu64 "\n", st.profiler_bytes_max);
+  printf("samples %" PRIu64 "\n", st.samples);
+  printf("dropped_memory %" PRIu64 "\n", st.dropped[MI_PROF_DROP_MEMORY]);
+  printf("live_after_free %zu\n", live);
+  return 0;
+}
+
+static int mode_arena(size_t rate)
+{
+  bool started = start_and_report(rate);
+  mi_prof_stats_t st = stats_now();
+  printf("arena_bytes %" PRIu64 "\n", st.arena_bytes);
+  printf("dropped_no_arena %" PRIu64 "\n", st.dropped[MI_PROF_DROP_NO_ARENA]);
+  traffic(1000, 512);
+  st = stats_now();
+  printf("samples %" PRIu64 "\n", st.samples);
+  printf("enabled %d\n", mi_prof_is_enabled() ? 1 : 0);
+  if (started && !mi_prof_stop()) die("mi_prof_stop failed");
+  return 0;
+}
+
+/* Address space in use now, bytes (the first field of /proc/self/statm is in pages). */
+static size_t vm_size(void)
+{
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long pages = 0;
+  if (f == NULL || fscanf(f, "%lu", &pages) != 1) die("cannot read /proc/self/statm");
+  fclose(f);
+  return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static int mode_noarena(int argc, char **argv)
+{
+  if (argc < 3) die("usage: noarena HEADROOM_MIB");
+  printf("noarena\n");                   /* stdout's buffer exists before the limit */
+  size_t limit = vm_size() + (arg_size(argv[2]) << 20);
+  struct rlimit rl = {limit, limit};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) die("setrlimit failed");
+  return mode_arena(4096);
+}
+
 int main(int argc, char **argv)
 {
-  (void)argc, (void)argv;
-  printf("version %d\n", mi_prof_version());
-  return 0;
+  if (argc < 2) die("usage: prof_probe MODE ...");
+  const char *mode = argv[1];
+  if (strcmp(mode, "stats") == 0) return mode_stats(argc, argv);
+  if (strcmp(mode, "sequence") == 0) return mode_sequence(argc, argv);
+  if (strcmp(mode, "budget") == 0) return mode_budget(argc, argv);
+  if (strcmp(mode, "arena") == 0) return mode_arena(argc > 2 ? arg_size(argv[2]) : 4096);
+  if (strcmp(mode, "noarena") == 0) return mode_noarena(argc, argv);
+  die("unknown mode");
+  return 1;
 }

@@ -1,10 +1,495 @@
-/* test_hazards.c - (being written) */
+/* test_hazards.c - sampling where allocators usually break: many threads, thread-exit destructors that
+ * allocate, fork while other threads sample, mi_collect(true) during sampling, and huge or over-aligned
+ * requests.  Each test starts its own seeded session and checks the books balance afterwards (every
+ * sampled block freed is reported freed; no live record is left behind).
+ */
+#include <malloc.h>
+#include <mimalloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mimalloc-prof.h"
 #include "suites.h"
 
 #if MPROF_PPROF == 1
+
+/* ---------------------------------------------------------------------------------------------------
+   A counting observer shared by the tests
+--------------------------------------------------------------------------------------------------- */
+
+static unsigned long obs_samples, obs_frees;    /* atomics */
+static uintptr_t obs_min = UINTPTR_MAX, obs_max; /* lowest and highest sampled address (atomics) */
+/* Per thread.  volatile: the callback changes them inside malloc, and GCC assumes a function declared
+ * with __attribute__((malloc)) (as glibc declares malloc, even under -fno-builtin) neither reads nor
+ * writes the caller's variables, so it would drop "mark = 1; malloc(); mark = 0" to the last store. */
+static __thread volatile int obs_mark;          /* set by a thread whose samples should be noted */
+static __thread volatile unsigned long obs_marked; /* its samples while marked */
+static __thread void *volatile obs_last_ptr;    /* its last sample */
+static __thread volatile size_t obs_last_size;
+
+static void count_sample(void *ptr, size_t size, size_t weight, size_t rate, uint64_t tid, void *arg)
+{
+  (void)weight, (void)rate, (void)tid, (void)arg;
+  __atomic_add_fetch(&obs_samples, 1, __ATOMIC_RELAXED);
+  uintptr_t a = (uintptr_t)ptr, cur = __atomic_load_n(&obs_min, __ATOMIC_RELAXED);
+  while (a < cur && !__atomic_compare_exchange_n(&obs_min, &cur, a, true, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED)) {
+  }
+  cur = __atomic_load_n(&obs_max, __ATOMIC_RELAXED);
+  while (a > cur && !__atomic_compare_exchange_n(&obs_max, &cur, a, true, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED)) {
+  }
+  if (obs_mark) obs_marked++;
+  obs_last_ptr = ptr;
+  obs_last_size = size;
+}
+
+static void count_free(void *ptr, size_t size, void *arg)
+{
+  (void)ptr, (void)size, (void)arg;
+  __atomic_add_fetch(&obs_frees, 1, __ATOMIC_RELAXED);
+}
+
+static unsigned long samples_seen(void) { return __atomic_load_n(&obs_samples, __ATOMIC_RELAXED); }
+static unsigned long frees_seen(void) { return __atomic_load_n(&obs_frees, __ATOMIC_RELAXED); }
+
+static void start_counting(size_t rate, uint64_t seed)
+{
+  ck_assert(mi_prof_set_observer(count_sample, count_free, NULL));
+  ck_assert(mi_prof_start_seeded(rate, seed));
+}
+
+static size_t live_records(void)
+{
+  size_t live = SIZE_MAX;
+  ck_assert(mi_prof_debug_stats(&live, NULL));
+  return live;
+}
+
+static mi_prof_stats_t stats_now(void)
+{
+  mi_prof_stats_t st;
+  ck_assert(mi_prof_stats(&st, sizeof st));
+  return st;
+}
+
+static uint64_t next_rand(uint64_t *x)
+{
+  *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+  return *x;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   A5: 4 threads x 100k
+--------------------------------------------------------------------------------------------------- */
+
+#define T4_THREADS 4
+#define T4_ROUNDS  100000
+#define T4_KEEP    64
+
+static unsigned char *t4_ring[T4_THREADS][T4_KEEP];
+static unsigned long t4_bad[T4_THREADS];
+static pthread_barrier_t t4_go;
+
+/* Replaces a random block of its ring each round; the ring outlives the thread (main frees it). */
+static void *t4_worker(void *arg)
+{
+  unsigned t = (unsigned)(uintptr_t)arg;
+  uint64_t x = 0x9e3779b97f4a7c15ull * (t + 1);
+  pthread_barrier_wait(&t4_go);
+  for (unsigned r = 0; r < T4_ROUNDS; r++) {
+    size_t size = 16 + (size_t)(next_rand(&x) % 1024);
+    unsigned i = (unsigned)(x >> 40) % T4_KEEP;
+    if (t4_ring[t][i] != NULL && t4_ring[t][i][0] != (unsigned char)i) t4_bad[t]++;
+    free(t4_ring[t][i]);
+    t4_ring[t][i] = malloc(size);
+    t4_ring[t][i][0] = (unsigned char)i;
+  }
+  return NULL;
+}
+
+START_TEST(hazards_threads_4x100k)
+{
+  /* The threads exist before the session, so nothing pthread_create allocates (the DTV) is sampled;
+   * they allocate only after it started. */
+  pthread_t th[T4_THREADS];
+  ck_assert_int_eq(pthread_barrier_init(&t4_go, NULL, T4_THREADS + 1), 0);
+  for (unsigned t = 0; t < T4_THREADS; t++)
+    ck_assert_int_eq(pthread_create(&th[t], NULL, t4_worker, (void *)(uintptr_t)t), 0);
+  start_counting(4096, 0xa5a5);
+  size_t live0 = live_records();
+  pthread_barrier_wait(&t4_go);
+  for (unsigned t = 0; t < T4_THREADS; t++) ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+  for (unsigned t = 0; t < T4_THREADS; t++) {
+    ck_assert_uint_eq(t4_bad[t], 0);
+    for (unsigned i = 0; i < T4_KEEP; i++) free(t4_ring[t][i]);
+  }
+  ck_assert_uint_eq(live0, 0);
+  ck_assert_uint_eq(live_records(), 0);
+  /* 400k allocations of 16..1039 B at 4096: E[samples] ~ 400000 * (1 - e^(-527/4096)) ~ 48000; the
+   * floor only asserts the threads were sampled at all (> 100 sigma below E). */
+  mi_prof_stats_t st;
+  bool ok = mi_prof_stats(&st, sizeof st);
+  unsigned long seen = samples_seen();   /* read before any ck_assert: each one allocates */
+  ck_assert(ok);
+  ck_assert_uint_gt(st.samples, 10000);
+  ck_assert_uint_eq(st.live_samples, 0);
+  ck_assert_uint_eq(st.inuse_bytes, 0);
+  ck_assert_uint_eq(seen, st.samples);
+  ck_assert_uint_eq(frees_seen(), samples_seen());
+  ck_assert(mi_prof_stop());
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------------
+   E34: thread-exit destructors that allocate
+--------------------------------------------------------------------------------------------------- */
+
+#define TSD_THREADS 8
+#define TSD_ROUNDS  3          /* each destructor re-arms its key until this round (glibc runs up to 4) */
+#define TSD_HANDOFF (TSD_THREADS * 2 * TSD_ROUNDS)
+
+static pthread_key_t key_before, key_after;
+static void *tsd_handoff[TSD_HANDOFF];
+static unsigned tsd_handed;                   /* atomic */
+static unsigned long tsd_dtor_samples;         /* atomic: samples taken inside destructors */
+static pthread_barrier_t tsd_go;
+
+/* Allocates and frees a spread of sizes, then hands one grown block to the main thread. */
+static void tsd_churn(pthread_key_t key, void *value)
+{
+  uintptr_t round = (uintptr_t)value;
+  unsigned long before = obs_marked;
+  obs_mark = 1;
+  for (unsigned i = 0; i < 24; i++) {
+    unsigned char *p = malloc((size_t)8 << (i % 14));
+    p[0] = (unsigned char)i;
+    free(p);
+  }
+  void *q = calloc(1, 100);
+  q = realloc(q, 5000);
+  unsigned slot = __atomic_fetch_add(&tsd_handed, 1, __ATOMIC_RELAXED);
+  if (slot < TSD_HANDOFF) tsd_handoff[slot] = q;
+  else free(q);
+  obs_mark = 0;
+  __atomic_add_fetch(&tsd_dtor_samples, obs_marked - before, __ATOMIC_RELAXED);
+  if (round < TSD_ROUNDS) pthread_setspecific(key, (void *)(round + 1));
+}
+
+static void dtor_before(void *value) { tsd_churn(key_before, value); }
+static void dtor_after(void *value) { tsd_churn(key_after, value); }
+
+static void *tsd_worker(void *arg)
+{
+  (void)arg;
+  pthread_barrier_wait(&tsd_go);
+  pthread_setspecific(key_before, (void *)1);
+  pthread_setspecific(key_after, (void *)1);
+  free(malloc(100));
+  return NULL;
+}
+
+START_TEST(hazards_tsd_destructor_allocates)
+{
+  pthread_t th[TSD_THREADS];
+  ck_assert_int_eq(pthread_key_create(&key_before, dtor_before), 0);
+  ck_assert_int_eq(pthread_barrier_init(&tsd_go, NULL, TSD_THREADS + 1), 0);
+  for (unsigned t = 0; t < TSD_THREADS; t++)     /* before the session: see hazards_threads_4x100k */
+    ck_assert_int_eq(pthread_create(&th[t], NULL, tsd_worker, NULL), 0);
+  start_counting(1, 0x34);
+  ck_assert_int_eq(pthread_key_create(&key_after, dtor_after), 0);
+  pthread_barrier_wait(&tsd_go);
+  for (unsigned t = 0; t < TSD_THREADS; t++) ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+  unsigned handed = __atomic_load_n(&tsd_handed, __ATOMIC_RELAXED);
+  ck_assert_uint_eq(handed, TSD_HANDOFF);         /* every destructor ran every round */
+  for (unsigned i = 0; i < TSD_HANDOFF; i++) free(tsd_handoff[i]);
+  /* Rate 1: each destructor's 26 allocations of >= 8 B are all sampled (an interval exceeds 8 B with
+   * probability e^-8 ~ 3e-4), so 48 destructor calls give about 1250 samples; > 0 is the claim. */
+  ck_assert_uint_gt(__atomic_load_n(&tsd_dtor_samples, __ATOMIC_RELAXED), 0);
+  ck_assert_uint_eq(live_records(), 0);
+  ck_assert_uint_eq(frees_seen(), samples_seen());
+  ck_assert(mi_prof_stop());
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------------
+   E35: fork while two threads sample
+--------------------------------------------------------------------------------------------------- */
+
+#define FORKS     300
+#define PRE_COUNT 100
+
+static int fork_stop;                    /* atomic: tells the workers to finish */
+static void *pre[PRE_COUNT];             /* blocks the main thread allocated before the forks */
+
+static pthread_barrier_t fork_go;
+
+static void *fork_worker(void *arg)
+{
+  uint64_t x = 0x35ull + (uintptr_t)arg;
+  void *ring[32] = {0};
+  pthread_barrier_wait(&fork_go);
+  while (!__atomic_load_n(&fork_stop, __ATOMIC_RELAXED)) {
+    unsigned i = (unsigned)(next_rand(&x) % 32);
+    free(ring[i]);
+    ring[i] = malloc(16 + (size_t)(x >> 48) % 2000);
+  }
+  for (unsigned i = 0; i < 32; i++) free(ring[i]);
+  return NULL;
+}
+
+/* Allocates, fills, checks and frees `count` blocks: false if a block is missing or changed. */
+static bool churn_ok(size_t count, size_t size)
+{
+  unsigned char *p[256];
+  for (size_t done = 0; done < count; done += 256) {
+    size_t n = count - done < 256 ? count - done : 256;
+    for (size_t i = 0; i < n; i++) {
+      if ((p[i] = malloc(size)) == NULL) return false;
+      memset(p[i], (int)i, size);
+    }
+    for (size_t i = 0; i < n; i++) {
+      if (p[i][0] != (unsigned char)i || p[i][size - 1] != (unsigned char)i) return false;
+      free(p[i]);
+    }
+  }
+  return true;
+}
+
+/* The child: only the forking thread exists.  Returns its exit status (0, or the step that failed). */
+static int fork_child(unsigned i, unsigned long pre_sampled)
+{
+  size_t live0, live1;
+  if (!mi_prof_debug_stats(&live0, NULL)) return 10;
+  for (unsigned k = 0; k < PRE_COUNT; k++) free(pre[k]);   /* sampled in the parent: records inherited */
+  if (!mi_prof_debug_stats(&live1, NULL) || live0 - live1 != pre_sampled) return 11;
+  if (!churn_ok(1000, 256)) return 12;
+  mi_prof_stats_t st;
+  if (!mi_prof_stats(&st, sizeof st) || st.sample_rate != 4096) return 13;
+  if (!mi_prof_stop() || mi_prof_is_enabled()) return 14;
+  if (!mi_prof_start_seeded(1024, i + 1)) return 15;
+  /* 200 x 1 KiB at 1024: E[samples] = 200 * (1 - e^-1) ~ 126; P(none) = e^-200. */
+  void *q[200];
+  for (unsigned k = 0; k < 200; k++) q[k] = malloc(1024);
+  if (!mi_prof_stats(&st, sizeof st) || st.samples == 0) return 16;
+  for (unsigned k = 0; k < 200; k++) free(q[k]);
+  if (!mi_prof_debug_stats(&live1, NULL) || live1 != 0) return 17;
+  return 0;
+}
+
+START_TEST(hazards_fork_while_sampling)
+{
+  /* The workers exist before the session (see hazards_threads_4x100k) and start allocating after it. */
+  pthread_t th[2];
+  ck_assert_int_eq(pthread_barrier_init(&fork_go, NULL, 3), 0);
+  for (unsigned t = 0; t < 2; t++)
+    ck_assert_int_eq(pthread_create(&th[t], NULL, fork_worker, (void *)(uintptr_t)t), 0);
+  start_counting(4096, 0x35);
+  /* 100 x 4 KiB on the main thread, marked: obs_marked counts exactly those sampled
+   * (E = 100 * (1 - e^-1) ~ 63). */
+  obs_mark = 1;
+  for (unsigned k = 0; k < PRE_COUNT; k++) pre[k] = malloc(4096);
+  obs_mark = 0;
+  unsigned long pre_sampled = obs_marked;
+  ck_assert_uint_gt(pre_sampled, 0);
+  pthread_barrier_wait(&fork_go);
+  uint64_t samples_before = stats_now().samples;
+  int first_failure = 0;
+  unsigned failures = 0;
+  for (unsigned i = 0; i < FORKS; i++) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) _exit(fork_child(i, pre_sampled));
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      if (failures++ == 0) first_failure = status;
+    }
+  }
+  ck_assert_msg(failures == 0, "%u of %u children failed; first status %#x", failures, FORKS, first_failure);
+  /* The parent keeps sampling: 1 MiB in 4 KiB blocks on the main thread, E[samples] = 256 * (1 - e^-1)
+   * ~ 162; P(none) = e^-256. */
+  unsigned long marked0 = obs_marked;
+  obs_mark = 1;
+  ck_assert(churn_ok(256, 4096));
+  obs_mark = 0;
+  ck_assert_uint_gt(obs_marked, marked0);
+  __atomic_store_n(&fork_stop, 1, __ATOMIC_RELAXED);
+  for (unsigned t = 0; t < 2; t++) ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+  ck_assert_uint_gt(stats_now().samples, samples_before);
+  for (unsigned k = 0; k < PRE_COUNT; k++) free(pre[k]);
+  ck_assert_uint_eq(live_records(), 0);
+  ck_assert_uint_eq(frees_seen(), samples_seen());
+  ck_assert(mi_prof_stop());
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------------
+   E36: mi_collect(true) during sampling
+--------------------------------------------------------------------------------------------------- */
+
+#define COLLECT_ROUNDS 10
+#define COLLECT_BLOCKS 2000
+
+static void *collect_handoff[COLLECT_BLOCKS];
+
+/* A short-lived thread: its blocks outlive it, so its mimalloc segments are abandoned when it exits
+ * and mi_collect(true) on the main thread reclaims them. */
+static void *collect_worker(void *arg)
+{
+  uint64_t x = 0x36 + (uintptr_t)arg;
+  for (unsigned i = 0; i < COLLECT_BLOCKS; i++)
+    collect_handoff[i] = malloc(16 + (size_t)(next_rand(&x) % 20000));
+  return NULL;
+}
+
+static size_t collect_size(uint64_t *x)
+{
+  uint64_t r = next_rand(x);
+  if (r % 100 == 0) return ((size_t)1 << 20) + (size_t)(r >> 40) % ((size_t)4 << 20);   /* 1..5 MiB */
+  return 16 + (size_t)(r >> 32) % 65536;
+}
+
+/* One round: main-thread blocks and a dead thread's blocks, freed in two halves around mi_collect(true). */
+static void collect_round(unsigned round)
+{
+  static void *p[COLLECT_BLOCKS];
+  uint64_t x = 0x3636 + round;
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, collect_worker, (void *)(uintptr_t)round), 0);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  for (unsigned i = 0; i < COLLECT_BLOCKS; i++) ck_assert_ptr_nonnull(p[i] = malloc(collect_size(&x)));
+  for (unsigned i = 0; i < COLLECT_BLOCKS; i += 2) free(p[i]), free(collect_handoff[i]);
+  mi_collect(true);
+  for (unsigned i = 1; i < COLLECT_BLOCKS; i += 2) free(p[i]), free(collect_handoff[i]);
+  mi_collect(true);
+}
+
+/* All sampled blocks lie in one arena of `arena` bytes, so the arena lies within
+ * (highest sample - arena, lowest sample + arena): a block outside that window is certainly not in it. */
+static bool outside_arena_window(const void *p, size_t arena)
+{
+  uintptr_t a = (uintptr_t)p, lo = __atomic_load_n(&obs_max, __ATOMIC_RELAXED) - arena,
+            hi = __atomic_load_n(&obs_min, __ATOMIC_RELAXED) + arena;
+  return a <= lo || a >= hi;
+}
+
+START_TEST(hazards_mi_collect_true)
+{
+  /* One thread before the session: glibc caches its stack with its DTV, and the workers below reuse
+   * them, so pthread_create allocates nothing that could be sampled and stay live in the cache. */
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, collect_worker, (void *)(uintptr_t)99), 0);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  for (unsigned i = 0; i < COLLECT_BLOCKS; i++) free(collect_handoff[i]);
+  start_counting(512, 0x36);
+  for (unsigned round = 0; round < COLLECT_ROUNDS; round++) collect_round(round);
+  /* Books balance: every sampled block freed was reported once, and none is left. */
+  ck_assert_uint_gt(samples_seen(), 0);
+  ck_assert_uint_eq(frees_seen(), samples_seen());
+  ck_assert_uint_eq(live_records(), 0);
+  size_t arena = (size_t)stats_now().arena_bytes;
+  ck_assert_uint_gt(arena, 0);
+
+  /* Stopped: nothing is sampled, and after all that reclaiming and collecting no ordinary block comes
+   * from the sampled arena.  Freed after a restart, none of them is reported to the observer. */
+  ck_assert(mi_prof_stop());
+  static void *q[10000];
+  uint64_t x = 0x3600;
+  for (unsigned i = 0; i < 10000; i++) {
+    ck_assert_ptr_nonnull(q[i] = malloc(collect_size(&x)));
+    ck_assert_msg(outside_arena_window(q[i], arena), "block %u (%p) may be in the sampled arena", i, q[i]);
+  }
+  mi_collect(true);
+  start_counting(512, 0x37);
+  unsigned long samples0 = samples_seen(), frees0 = frees_seen();
+  for (unsigned i = 0; i < 10000; i++) free(q[i]);
+  unsigned long samples = samples_seen() - samples0, frees = frees_seen() - frees0;
+  ck_assert_uint_eq(frees, 0);
+  ck_assert_uint_eq(samples, 0);                   /* frees sample nothing */
+  ck_assert_uint_eq(live_records(), 0);
+  ck_assert(mi_prof_stop());
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------------
+   E37: huge and over-aligned samples
+--------------------------------------------------------------------------------------------------- */
+
+/* Allocates `size` bytes aligned to `alignment` (0: malloc) at rate 1 and says what became of the sample:
+ * 1 sampled (the observer saw this block), 0 dropped for reason `why` (the counter moved by one), -1 the
+ * allocation failed.  The block is written at both ends and freed.  Nothing between the allocation and
+ * the reading of the counters may allocate: at rate 1 that would be sampled too (and every passing
+ * ck_assert allocates a message for the Check parent, so stats_now() is not used here): the checks come
+ * after. */
+static int huge_case(size_t size, size_t alignment, mi_prof_drop_reason_t why)
+{
+  mi_prof_stats_t st0, st1;
+  bool stats_ok = mi_prof_stats(&st0, sizeof st0);
+  unsigned long samples0 = samples_seen();
+  obs_last_ptr = NULL;
+  unsigned char *p = alignment ? aligned_alloc(alignment, size) : malloc(size);
+  unsigned long samples = samples_seen() - samples0;
+  bool sampled = p != NULL && obs_last_ptr == p;
+  size_t last_size = obs_last_size;
+  stats_ok = stats_ok && mi_prof_stats(&st1, sizeof st1);
+  uint64_t dropped = st1.dropped[why] - st0.dropped[why];
+  if (p == NULL) return -1;
+  p[0] = 1;
+  p[size - 1] = 2;
+  size_t usable = malloc_usable_size(p);
+  unsigned long frees0 = frees_seen();
+  free(p);
+  unsigned long frees = frees_seen() - frees0;
+  ck_assert(stats_ok);
+  ck_assert_uint_eq((uintptr_t)p % (alignment ? alignment : 16), 0);
+  ck_assert_uint_ge(usable, size);
+  ck_assert_msg(samples == (sampled ? 1 : 0) && dropped == (sampled ? 0 : 1),
+                "size %zu alignment %zu: sampled %d, %lu samples, %lu dropped", size, alignment, sampled,
+                samples, (unsigned long)dropped);
+  if (sampled) ck_assert_uint_eq(last_size, size);
+  ck_assert_uint_eq(frees, sampled ? 1 : 0);
+  return sampled ? 1 : 0;
+}
+
+START_TEST(hazards_huge_and_overaligned)
+{
+  /* Rate 1: every allocation is sampled, so each outcome below is a decision, not luck. */
+  start_counting(1, 0x37);
+  size_t arena = (size_t)stats_now().arena_bytes;
+  ck_assert_uint_ge(arena, (size_t)64 << 20);
+  /* 64 MiB: sampled when the arena has room for it (any arena above the 64 MiB minimum). */
+  int r = huge_case((size_t)64 << 20, 0, MI_PROF_DROP_TOO_LARGE);
+  ck_assert_int_eq(r, arena > ((size_t)64 << 20) ? 1 : 0);
+  /* 3 GiB: only if the machine grants it; then sampled if the arena is larger, else dropped. */
+  r = huge_case((size_t)3 << 30, 0, MI_PROF_DROP_TOO_LARGE);
+  if (r >= 0) ck_assert_int_eq(r, arena > ((size_t)3 << 30) ? 1 : 0);
+  /* 16 MiB alignment is the most the arena serves; 32 and 64 MiB are dropped for alignment. */
+  ck_assert_int_eq(huge_case((size_t)1 << 20, (size_t)16 << 20, MI_PROF_DROP_ALIGNMENT), 1);
+  ck_assert_int_eq(huge_case((size_t)1 << 20, (size_t)32 << 20, MI_PROF_DROP_ALIGNMENT), 0);
+  ck_assert_int_eq(huge_case((size_t)64 << 20, (size_t)64 << 20, MI_PROF_DROP_ALIGNMENT), 0);
+  ck_assert_uint_eq(stats_now().dropped[MI_PROF_DROP_ALIGNMENT], 2);
+  ck_assert_uint_eq(live_records(), 0);
+  ck_assert(mi_prof_stop());
+}
+END_TEST
+
 Suite *hazards_suite(void)
 {
   Suite *s = suite_create("hazards");
+  TCase *tc = tcase_create("hazards");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, hazards_threads_4x100k);
+  tcase_add_test(tc, hazards_tsd_destructor_allocates);
+  tcase_add_test(tc, hazards_fork_while_sampling);
+  tcase_add_test(tc, hazards_mi_collect_true);
+  tcase_add_test(tc, hazards_huge_and_overaligned);
+  suite_add_tcase(s, tc);
   return s;
 }
+
 #endif
