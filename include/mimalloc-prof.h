@@ -175,6 +175,36 @@ typedef void mi_prof_free_fn(void *ptr, size_t size, void *arg);
 mi_prof_decl_export bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free,
                                               void *arg);
 
+/* Estimated counters of one stack (see mi_prof_visit). */
+typedef struct mi_prof_stack_counts_s {
+  uint64_t alloc_objects;    /* estimated objects allocated here since start or reset */
+  uint64_t alloc_bytes;      /* estimated bytes allocated here since start or reset */
+  uint64_t inuse_objects;    /* estimated objects allocated here and still in use */
+  uint64_t inuse_bytes;      /* estimated bytes allocated here and still in use */
+} mi_prof_stack_counts_t;
+
+/* One stack of mi_prof_visit: its return addresses, innermost first (the program's frame that called the
+ * allocation function comes first; the library's own frames are not included), and its counters.
+ * Return true to go on, false to stop the visit. */
+typedef bool mi_prof_visit_fn(void *const *frames, size_t depth, const mi_prof_stack_counts_t *counts,
+                              void *arg);
+
+/**
+ * mi_prof_visit() - call a function for every sampled stack of the current session.
+ * @visitor: called once per stack with something in use (with MIMALLOC_PROF_ACCUM=1: once per stack
+ *           sampled since start, including those whose blocks were all freed).
+ * @arg: passed to the visitor.
+ * The stacks and counters are one consistent snapshot, taken before the first call: the sums over all
+ * stacks of inuse_bytes and alloc_bytes equal mi_prof_stats()'s (objects too, up to per-stack rounding).
+ * The visitor runs with no profiler lock held and may call anything, including the allocator and the
+ * mi_prof_* API; the frames arrays are valid only during its call.  After mi_prof_stop() there is
+ * nothing to visit.
+ * Return: true; false with errno EINVAL (visitor NULL), ENOMEM (the snapshot did not fit in
+ *   MIMALLOC_PROF_MAX_BYTES) or ENOTSUP.
+ * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
+ */
+mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,8 +39,11 @@ static bool start(size_t sample_rate, uint64_t seed)
     pthread_mutex_unlock(&api_lock);
     return fail(ENOMEM);
   }
+  size_t countdown = mprof_guard_enter();        /* what priming the unwinder allocates is not sampled */
+  mprof_unwind_prime();
+  mprof_guard_leave(countdown);
   session_id++;
-  mprof_record_begin((session_id << 1) | 1);     /* fresh counters, accepting this session only */
+  mprof_record_begin((session_id << 1) | 1);     /* fresh counters and stacks, this session only */
   mprof_drops_reset();
   running = true;
   running_rate = rate;
@@ -145,12 +148,14 @@ static void prefork(void)
 {
   pthread_mutex_lock(&api_lock);
   mprof_sheap_prefork();
-  mprof_record_prefork();
+  mprof_record_lock_all();
+  mprof_stacks_prefork();
 }
 
 static void postfork_parent(void)
 {
-  mprof_record_postfork();
+  mprof_stacks_postfork();
+  mprof_record_unlock_all();
   mprof_sheap_postfork();
   pthread_mutex_unlock(&api_lock);
 }
@@ -165,6 +170,7 @@ static void postfork_child(void)
 __attribute__((constructor)) static void mprof_init(void)
 {
   mprof_options_init();
+  mprof_unwind_init();
   pthread_atfork(prefork, postfork_parent, postfork_child);
   if (mprof_option(MPROF_OPT_PROF) && !mi_prof_start(0) && errno != ENOMEM)   /* ENOMEM: said already */
     mprof_warn("MIMALLOC_PROF=1 but profiling could not start (errno %d)", errno);

@@ -44,3 +44,9 @@ bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free
   (void)arg;
   return not_available();
 }
+bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg)
+{
+  (void)visitor;
+  (void)arg;
+  return not_available();
+}

@@ -40,9 +40,14 @@
  *   1. api.c     api_lock        start, stop, reset, stats, observer changes
  *   2. sheap.c   sheap_lock      every allocation and free in the sampled-block heap
  *   3. record.c  shard[i].lock   one shard of the record table, in index order when taking several
+ *   4. stacktab.c shard[i].lock  one shard of the stack table, in index order when taking several
  * Profiler memory (pmem.c) and the counters of dropped samples are lock-free atomics. */
 
-/* "options.c" */
+/* "options.c" (unwinder values first: MIMALLOC_PROF_UNWIND's row uses them) */
+typedef enum mprof_unwinder_e {
+  MPROF_UNWIND_FP, MPROF_UNWIND_LIBUNWIND, MPROF_UNWIND_LIBGCC, MPROF_UNWIND_AUTO
+} mprof_unwinder_t;
+
 typedef enum mprof_option_e {
 #define OPT(id, name, kind, dflt, min, max, range) MPROF_OPT_##id,
 #include "options.def"
@@ -76,6 +81,21 @@ typedef struct mprof_session_s {
 } mprof_session_t;
 
 extern mprof_session_t mprof_session;
+
+/* Enters the profiler on this thread (the reentrancy guard): returns the countdown to restore on leaving.
+ * The fast path keeps charging the countdown while the guard is up; only the slow path knows to serve
+ * those allocations unsampled, so leaving puts the countdown back. */
+static inline size_t mprof_guard_enter(void)
+{
+  mprof_tls.guard++;
+  return mprof_tls.countdown;
+}
+
+static inline void mprof_guard_leave(size_t countdown)
+{
+  mprof_tls.countdown = countdown;
+  mprof_tls.guard--;
+}
 void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t seed);
 void mprof_sampler_postfork_child(void);
 
@@ -117,6 +137,10 @@ typedef struct mprof_totals_s {
 
 typedef enum { MPROF_INSERT_OK, MPROF_INSERT_SESSION, MPROF_INSERT_MEMORY } mprof_insert_t;
 
+/* Every record shard lock, in order (stats snapshots, visits, session changes, fork). */
+void           mprof_record_lock_all(void);
+void           mprof_record_unlock_all(void);
+
 void           mprof_record_begin(uint64_t session_word);
 void           mprof_record_end(void);
 mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word);
@@ -124,8 +148,38 @@ bool           mprof_record_remove(uintptr_t addr, mprof_record_t *out);
 bool           mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof_record_t *now);
 void           mprof_record_totals(mprof_totals_t *out);
 void           mprof_record_reset_alloc(void);
-void           mprof_record_prefork(void);
-void           mprof_record_postfork(void);
+
+/* "stacktab.c": interned stacks with per-stack counters */
+typedef struct mprof_stack_s {
+  uint64_t         hash;
+  uint32_t         depth;          /* frames */
+  const uintptr_t *frames;         /* return addresses, innermost first */
+  uint64_t         alloc_obj_fx;   /* relaxed atomics, changed under a record shard lock: */
+  uint64_t         alloc_bytes;    /*   estimated allocated objects (fixed point) and bytes */
+  uint64_t         inuse_obj_fx;   /*   estimated in-use objects (fixed point) and bytes */
+  uint64_t         inuse_bytes;
+} mprof_stack_t;
+
+/* The stack's id; 0 when it cannot be interned, with *why = MI_PROF_DROP_MEMORY or _STACKS, or
+ * MI_PROF_DROP_REASONS when the session is over (not a drop). */
+uint64_t       mprof_stack_intern(const uintptr_t *frames, size_t depth, uint64_t session_word,
+                                  mi_prof_drop_reason_t *why);
+mprof_stack_t *mprof_stack_get(uint64_t id);
+void           mprof_stacks_begin(uint64_t session_word);
+void           mprof_stacks_end(void);
+void           mprof_stacks_reset_alloc(void);
+void           mprof_stacks_each(void (*fn)(const mprof_stack_t *e, void *arg), void *arg);
+void           mprof_stacks_prefork(void);
+void           mprof_stacks_postfork(void);
+
+/* "unwind.c": stack capture */
+#define MPROF_BT_MAX_CAP    256        /* MIMALLOC_PROF_BT_MAX's upper bound */
+#define MPROF_UNWIND_SLACK  16         /* extra room mprof_unwind needs in `frames` beyond `max` */
+void             mprof_unwind_init(void);
+void             mprof_unwind_prime(void);
+size_t           mprof_unwind(uintptr_t *frames, size_t max);   /* frames: max + MPROF_UNWIND_SLACK */
+mprof_unwinder_t mprof_unwind_current(void);
+const char      *mprof_unwind_name(mprof_unwinder_t u);
 
 /* "observer.c": the sample/free callbacks and the dropped-sample counters */
 typedef struct mprof_observer_s {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { OPT_BOOL, OPT_UINT, OPT_BYTES } opt_kind_t;
+typedef enum { OPT_BOOL, OPT_UINT, OPT_BYTES, OPT_UNWINDER } opt_kind_t;
 typedef enum { MPROF_REJECT, MPROF_CLIP } opt_range_t;
 
 typedef struct opt_desc_s {
@@ -75,10 +75,35 @@ static bool parse_uint(const char *s, bool bytes, uint64_t *out)
   return true;
 }
 
+/* Parses an unwinder name; the values are mprof_unwinder_t's. */
+static bool parse_unwinder(const char *s, uint64_t *out)
+{
+  static const char *const names[] = {
+    [MPROF_UNWIND_FP] = "fp", [MPROF_UNWIND_LIBUNWIND] = "libunwind", [MPROF_UNWIND_LIBGCC] = "libgcc",
+    [MPROF_UNWIND_AUTO] = "auto"};
+  for (uint64_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strcasecmp(s, names[i]) == 0) return *out = i, true;
+  }
+  return false;
+}
+
 static const char *kind_word(opt_kind_t kind)
 {
-  return kind == OPT_BOOL ? "not a boolean (0/1, yes/no, true/false, on/off)"
-       : kind == OPT_BYTES ? "not a byte count" : "not a number";
+  switch (kind) {
+  case OPT_BOOL: return "not a boolean (0/1, yes/no, true/false, on/off)";
+  case OPT_BYTES: return "not a byte count";
+  case OPT_UNWINDER: return "not an unwinder (fp, libunwind, libgcc or auto)";
+  default: return "not a number";
+  }
+}
+
+static bool parse_value(const opt_desc_t *d, const char *s, uint64_t *v)
+{
+  switch (d->kind) {
+  case OPT_BOOL: return parse_bool(s, v);
+  case OPT_UNWINDER: return parse_unwinder(s, v);
+  default: return parse_uint(s, d->kind == OPT_BYTES, v);
+  }
 }
 
 static void read_option(mprof_option_t id)
@@ -87,8 +112,7 @@ static void read_option(mprof_option_t id)
   const char *s = getenv(d->name);
   if (s == NULL) return;
   uint64_t v;
-  bool ok = d->kind == OPT_BOOL ? parse_bool(s, &v) : parse_uint(s, d->kind == OPT_BYTES, &v);
-  if (!ok) {
+  if (!parse_value(d, s, &v)) {
     mprof_warn("%s=\"%s\" is %s; using %llu", d->name, s, kind_word(d->kind),
                (unsigned long long)d->dflt);
     return;

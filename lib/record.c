@@ -9,6 +9,10 @@
  * drew its interval before a stop or restart cannot leak a sample with the old rate's weight into the new
  * session.  A record whose address comes back in a new sample is stale (its block was freed behind our
  * back, e.g. by mi_free directly) and is replaced; that counts as an untracked free.
+ *
+ * Each record names its stack (stacktab.c); the stack's counters change here, under the record's shard
+ * lock, together with the shard's totals, so a snapshot taken with every shard lock held sees per-stack
+ * counters that add up to the totals.
  */
 #include "internal.h"
 
@@ -87,38 +91,64 @@ static void slot_delete(shard_t *s, size_t i)
   s->slots[i].addr = 0;
 }
 
+static void stack_add(uint64_t id, int64_t obj_fx, int64_t bytes, bool allocated)
+{
+  if (id == 0) return;
+  mprof_stack_t *e = mprof_stack_get(id);
+  __atomic_fetch_add(&e->inuse_obj_fx, (uint64_t)obj_fx, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&e->inuse_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+  if (allocated) {
+    __atomic_fetch_add(&e->alloc_obj_fx, (uint64_t)obj_fx, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&e->alloc_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+  }
+}
+
 static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r)
 {
   t->live--;
   t->live_req_bytes -= r->size;
   t->inuse_obj_fx -= r->obj_fx;
   t->inuse_bytes -= r->inuse_bytes;
+  stack_add(r->stack_id, -(int64_t)r->obj_fx, -(int64_t)r->inuse_bytes, false);
 }
 
+void mprof_record_lock_all(void)
+{
+  for (size_t i = 0; i < MPROF_SHARDS; i++) pthread_mutex_lock(&shards[i].lock);
+}
+
+void mprof_record_unlock_all(void)
+{
+  for (size_t i = MPROF_SHARDS; i-- > 0;) pthread_mutex_unlock(&shards[i].lock);
+}
+
+/* Start: empty tables and stacks, accepting only this session. */
 void mprof_record_begin(uint64_t session_word)
 {
+  mprof_record_lock_all();
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
-    shard_t *s = &shards[i];
-    pthread_mutex_lock(&s->lock);
-    shard_release(s);
-    memset(&s->totals, 0, sizeof s->totals);
-    s->session = session_word;
-    pthread_mutex_unlock(&s->lock);
+    shard_release(&shards[i]);
+    memset(&shards[i].totals, 0, sizeof shards[i].totals);
+    shards[i].session = session_word;
   }
+  mprof_stacks_begin(session_word);
+  mprof_record_unlock_all();
 }
 
-/* Stop: every record is freed; the in-use sums go with them, the session's cumulative counts stay. */
+/* Stop: every record and stack is freed; the in-use sums go with them, the session's cumulative counts
+ * stay. */
 void mprof_record_end(void)
 {
+  mprof_record_lock_all();
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     shard_t *s = &shards[i];
-    pthread_mutex_lock(&s->lock);
     shard_release(s);
     s->totals.live = s->totals.live_req_bytes = 0;
     s->totals.inuse_obj_fx = s->totals.inuse_bytes = 0;
     s->session = 0;
-    pthread_mutex_unlock(&s->lock);
   }
+  mprof_stacks_end();
+  mprof_record_unlock_all();
 }
 
 mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word)
@@ -144,6 +174,7 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
     s->totals.inuse_bytes += r->inuse_bytes;
     s->totals.alloc_obj_fx += r->obj_fx;
     s->totals.alloc_bytes += r->inuse_bytes;
+    stack_add(r->stack_id, (int64_t)r->obj_fx, (int64_t)r->inuse_bytes, true);
   }
   pthread_mutex_unlock(&s->lock);
   return rc;
@@ -182,6 +213,7 @@ bool mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof
       uint64_t bytes = (uint64_t)((double)size * (double)r->obj_fx / MPROF_FX_ONE + 0.5);
       s->totals.live_req_bytes += size - r->size;
       s->totals.inuse_bytes += bytes - r->inuse_bytes;
+      stack_add(r->stack_id, 0, (int64_t)(bytes - r->inuse_bytes), false);
       r->size = size;
       r->inuse_bytes = bytes;
       *now = *r;
@@ -196,7 +228,7 @@ bool mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof
 void mprof_record_totals(mprof_totals_t *out)
 {
   memset(out, 0, sizeof *out);
-  mprof_record_prefork();
+  mprof_record_lock_all();
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     const mprof_totals_t *t = &shards[i].totals;
     out->samples += t->samples;
@@ -208,25 +240,16 @@ void mprof_record_totals(mprof_totals_t *out)
     out->alloc_bytes += t->alloc_bytes;
     out->untracked_frees += t->untracked_frees;
   }
-  mprof_record_postfork();
+  mprof_record_unlock_all();
 }
 
 void mprof_record_reset_alloc(void)
 {
+  mprof_record_lock_all();
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     shard_t *s = &shards[i];
-    pthread_mutex_lock(&s->lock);
     s->totals.samples = s->totals.alloc_obj_fx = s->totals.alloc_bytes = s->totals.untracked_frees = 0;
-    pthread_mutex_unlock(&s->lock);
   }
-}
-
-void mprof_record_prefork(void)
-{
-  for (size_t i = 0; i < MPROF_SHARDS; i++) pthread_mutex_lock(&shards[i].lock);
-}
-
-void mprof_record_postfork(void)
-{
-  for (size_t i = MPROF_SHARDS; i-- > 0;) pthread_mutex_unlock(&shards[i].lock);
+  mprof_stacks_reset_alloc();
+  mprof_record_unlock_all();
 }

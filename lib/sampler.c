@@ -131,19 +131,6 @@ static bool take_sample(mprof_tls_t *t, size_t size)
    Samples
 --------------------------------------------------------------------------------------------------- */
 
-/* Enters the profiler on this thread: returns the countdown to restore on leaving (the fast path keeps
- * charging it while the guard is up; only the slow path knows to serve those allocations unsampled). */
-static size_t guard_enter(mprof_tls_t *t)
-{
-  t->guard++;
-  return t->countdown;
-}
-
-static void guard_leave(mprof_tls_t *t, size_t countdown)
-{
-  t->countdown = countdown;
-  t->guard--;
-}
 
 static uint32_t thread_id(mprof_tls_t *t)
 {
@@ -158,19 +145,33 @@ static uint64_t now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Allocates a sampled block in the sampled-block heap and records it with its weight (computed with the
- * rate its interval was drawn with).  NULL when the sample must be dropped: the caller then serves the
- * request unsampled, so the program never sees the difference. */
+/* The stack of the allocation being sampled, interned: its id, or 0 with *why set. */
+static uint64_t sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why)
+{
+  uintptr_t frames[MPROF_BT_MAX_CAP + MPROF_UNWIND_SLACK];
+  size_t depth = mprof_unwind(frames, (size_t)mprof_option(MPROF_OPT_BT_MAX));
+  if (mprof_unlikely(depth == 0)) {
+    *why = MI_PROF_DROP_UNWIND;
+    return 0;
+  }
+  return mprof_stack_intern(frames, depth, t->session, why);
+}
+
+/* Allocates a sampled block in the sampled-block heap and records it with its stack and its weight
+ * (computed with the rate its interval was drawn with).  NULL when the sample must be dropped: the
+ * caller then serves the request unsampled, so the program never sees the difference.  The stack is
+ * captured first, before any profiler lock is taken. */
 static void *sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool zero)
 {
   mi_prof_drop_reason_t why;
   int saved_errno = errno;
-  size_t countdown = guard_enter(t);
-  void *p = mprof_sheap_alloc(size, alignment, zero, &why);
+  size_t countdown = mprof_guard_enter();
+  uint64_t stack_id = sample_stack(t, &why);
+  void *p = stack_id != 0 ? mprof_sheap_alloc(size, alignment, zero, &why) : NULL;
   if (mprof_unlikely(p == NULL)) {
-    mprof_drop(why);
+    if (why != MI_PROF_DROP_REASONS) mprof_drop(why);   /* else the session ended under us */
     errno = saved_errno;             /* the request itself will still succeed */
-    guard_leave(t, countdown);
+    mprof_guard_leave(countdown);
     return NULL;
   }
   double prob = -expm1(-(double)size / (double)t->rate);      /* p(s) = 1 - exp(-s/R) */
@@ -181,6 +182,7 @@ static void *sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool ze
     .size = size,
     .obj_fx = (uint64_t)(MPROF_FX_ONE / prob + 0.5),
     .inuse_bytes = (uint64_t)((double)size / prob + 0.5),
+    .stack_id = stack_id,
     .time_ns = now_ns(),
     .tid = thread_id(t),
     .flags = obs.on_sample != NULL ? MPROF_RECORD_OBSERVED : 0,
@@ -189,7 +191,7 @@ static void *sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool ze
   if (rc == MPROF_INSERT_MEMORY) mprof_drop(MI_PROF_DROP_MEMORY);   /* the block stays, untracked */
   if (rc == MPROF_INSERT_OK && obs.on_sample != NULL)
     obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, r.tid, obs.arg);
-  guard_leave(t, countdown);
+  mprof_guard_leave(countdown);
   return p;
 }
 
@@ -228,23 +230,23 @@ void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
 
 /* Forgets p's record (if it has one: blocks sampled before a stop have none) and tells the observer,
  * then returns the block to the sampled-block heap. */
-static void forget(mprof_tls_t *t, void *p)
+static void forget(void *p)
 {
   mprof_record_t r;
   if (mprof_record_remove((uintptr_t)p, &r) && (r.flags & MPROF_RECORD_OBSERVED)) {
     mprof_observer_t obs;
     mprof_observer_get(&obs);
     if (obs.on_free != NULL) {
-      size_t countdown = guard_enter(t);
+      size_t countdown = mprof_guard_enter();
       obs.on_free(p, r.size, obs.arg);
-      guard_leave(t, countdown);
+      mprof_guard_leave(countdown);
     }
   }
 }
 
 static void free_sampled(void *p)
 {
-  forget(&mprof_tls, p);
+  forget(p);
   mprof_sheap_free(p);
 }
 
@@ -275,12 +277,12 @@ static void *resize_sampled(mprof_tls_t *t, void *p, size_t size)
   if (mprof_record_resize((uintptr_t)p, size, &old, &now) && (old.flags & MPROF_RECORD_OBSERVED)) {
     mprof_observer_t obs;             /* the observer sees a resize as a free and a new sample */
     mprof_observer_get(&obs);
-    size_t countdown = guard_enter(t);
+    size_t countdown = mprof_guard_enter();
     if (obs.on_free != NULL) obs.on_free(p, old.size, obs.arg);
     if (obs.on_sample != NULL)   /* the rate of the session that holds the record */
       obs.on_sample(p, size, (size_t)now.inuse_bytes,
                     (size_t)__atomic_load_n(&mprof_session.rate, __ATOMIC_RELAXED), thread_id(t), obs.arg);
-    guard_leave(t, countdown);
+    mprof_guard_leave(countdown);
   }
   return p;
 }

@@ -1,0 +1,165 @@
+/* unwind.c - stack traces for samples: a frame-pointer walk, libunwind, or glibc's backtrace() (libgcc).
+ *
+ * Called on the sampling thread before any profiler lock is taken, with the reentrancy guard up (so what
+ * an unwinder allocates is served unsampled).  Every unwinder returns return addresses, innermost first,
+ * with the library's own frames (the malloc entry point, the slow path, this file) skipped by address:
+ * leading frames inside the library's executable segments are dropped.
+ *
+ * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes libunwind when the library was built with it,
+ * else libgcc (doc/design.md has the measurements behind that choice).  The frame-pointer walk is
+ * bounded by the thread's stack (bounds cached per thread) and validates every step: aligned, inside the
+ * stack, strictly moving towards the stack's base.
+ */
+#include "internal.h"
+
+#include <execinfo.h>
+#include <link.h>
+#include <pthread.h>
+
+#if HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
+
+static mprof_unwinder_t unwinder = MPROF_UNWIND_LIBGCC;
+static uintptr_t self_lo, self_hi; /* the library's executable segments (DSO build) */
+
+typedef struct stack_bounds_s {
+  uintptr_t lo, hi;               /* [lo, hi): this thread's stack; hi == 0: not known yet */
+} stack_bounds_t;
+
+static __thread stack_bounds_t stack_bounds __attribute__((tls_model("initial-exec")));
+
+static inline bool in_self(uintptr_t pc) { return pc - self_lo < self_hi - self_lo; }
+
+/* ---------------------------------------------------------------------------------------------------
+   Where the library's code is
+--------------------------------------------------------------------------------------------------- */
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size;
+  uintptr_t probe = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
+  bool mine = false;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+    if (probe - start < end - start) mine = true;
+    if (start < lo) lo = start;
+    if (end > hi) hi = end;
+  }
+  if (!mine) return 0;
+  /* In a static link the library's code is the program's: then nothing can be told apart by
+   * address, and no frame is skipped (drop_frames in the profile still hides the entry points). */
+  if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0') return 1;
+  self_lo = lo;
+  self_hi = hi;
+  return 1;
+}
+
+static const char *const unwinder_name[] = {
+  [MPROF_UNWIND_FP] = "fp", [MPROF_UNWIND_LIBUNWIND] = "libunwind", [MPROF_UNWIND_LIBGCC] = "libgcc"};
+
+const char *mprof_unwind_name(mprof_unwinder_t u) { return unwinder_name[u]; }
+
+/* At load: where our code is, and which unwinder MIMALLOC_PROF_UNWIND asks for. */
+void mprof_unwind_init(void)
+{
+  dl_iterate_phdr(find_self, (void *)(uintptr_t)&mprof_unwind_init);
+  uint64_t want = mprof_option(MPROF_OPT_UNWIND);
+#if !HAVE_LIBUNWIND
+  if (want == MPROF_UNWIND_LIBUNWIND) {
+    mprof_warn("MIMALLOC_PROF_UNWIND=libunwind, but this build has no libunwind; using libgcc");
+    want = MPROF_UNWIND_LIBGCC;
+  }
+#endif
+  if (want == MPROF_UNWIND_AUTO) want = HAVE_LIBUNWIND ? MPROF_UNWIND_LIBUNWIND : MPROF_UNWIND_LIBGCC;
+  unwinder = (mprof_unwinder_t)want;
+}
+
+mprof_unwinder_t mprof_unwind_current(void) { return unwinder; }
+
+/* Before the first sample: libgcc's unwinder loads itself (and allocates) on first use. */
+void mprof_unwind_prime(void)
+{
+  void *frames[4];
+  if (unwinder == MPROF_UNWIND_LIBGCC) (void)backtrace(frames, 4);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Frame pointers
+--------------------------------------------------------------------------------------------------- */
+
+/* This thread's stack bounds, looked up once per thread (pthread_getattr_np reads /proc and allocates
+ * on the main thread: the guard is up, so those allocations are not sampled). */
+static const stack_bounds_t *thread_stack(void)
+{
+  stack_bounds_t *b = &stack_bounds;
+  if (mprof_likely(b->hi != 0)) return b;
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+      b->lo = (uintptr_t)addr;
+      b->hi = (uintptr_t)addr + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
+  if (b->hi == 0) {                /* unknown: allow 1 MiB above the current frame */
+    b->lo = (uintptr_t)__builtin_frame_address(0);
+    b->hi = b->lo + ((uintptr_t)1 << 20);
+  }
+  return b;
+}
+
+static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
+{
+  const stack_bounds_t *b = thread_stack();
+  const uintptr_t *fp = (const uintptr_t *)__builtin_frame_address(0);
+  size_t n = 0;
+  while (n < max) {
+    uintptr_t at = (uintptr_t)fp;
+    if ((at & (sizeof(uintptr_t) - 1)) != 0 || at < b->lo || at + 2 * sizeof(uintptr_t) > b->hi) break;
+    uintptr_t ret = fp[1];
+    const uintptr_t *next = (const uintptr_t *)fp[0];
+    if (ret == 0) break;
+    if (n > 0 || !in_self(ret)) out[n++] = ret;
+    if (next <= fp) break;          /* a frame chain only moves towards the stack's base */
+    fp = next;
+  }
+  return n;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   libunwind and libgcc: capture with slack, then drop the library's leading frames
+--------------------------------------------------------------------------------------------------- */
+
+static size_t skip_own(uintptr_t *out, const uintptr_t *raw, size_t n, size_t max)
+{
+  size_t first = 0;
+  while (first < n && in_self(raw[first])) first++;
+  size_t depth = n - first < max ? n - first : max;
+  for (size_t i = 0; i < depth; i++) out[i] = raw[first + i];   /* out <= raw: a forward copy is safe */
+  return depth;
+}
+
+/* Captures into out itself (it has MPROF_UNWIND_SLACK spare slots), then shifts the program's frames
+ * down over the library's. */
+static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
+{
+  int want = (int)(max + MPROF_UNWIND_SLACK), n;
+#if HAVE_LIBUNWIND
+  if (unwinder == MPROF_UNWIND_LIBUNWIND) n = unw_backtrace((void **)out, want);
+  else
+#endif
+    n = backtrace((void **)out, want);
+  return n > 0 ? skip_own(out, out, (size_t)n, max) : 0;
+}
+
+size_t mprof_unwind(uintptr_t *frames, size_t max)
+{
+  if (unwinder == MPROF_UNWIND_FP) return unwind_fp(frames, max);
+  return unwind_dwarf(frames, max);
+}
