@@ -147,6 +147,7 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
 bool           mprof_record_remove(uintptr_t addr, mprof_record_t *out);
 bool           mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof_record_t *now);
 void           mprof_record_totals(mprof_totals_t *out);
+void           mprof_record_totals_locked(mprof_totals_t *out);   /* every shard lock held */
 void           mprof_record_reset_alloc(void);
 
 /* "stacktab.c": interned stacks with per-stack counters */
@@ -171,6 +172,26 @@ void           mprof_stacks_reset_alloc(void);
 void           mprof_stacks_each(void (*fn)(const mprof_stack_t *e, void *arg), void *arg);
 void           mprof_stacks_prefork(void);
 void           mprof_stacks_postfork(void);
+
+/* "snapshot.c": a consistent copy of the stacks and totals (mi_prof_visit, dumps) */
+typedef struct mprof_snap_stack_s {
+  mi_prof_stack_counts_t counts;
+  size_t                 depth;
+  uintptr_t             *frames;      /* into the snapshot's memory */
+} mprof_snap_stack_t;
+
+typedef struct mprof_snapshot_s {
+  bool                all;            /* stacks with nothing in use too (MIMALLOC_PROF_ACCUM) */
+  mprof_snap_stack_t *stack;          /* n stacks */
+  size_t              n, cap;
+  mprof_totals_t      totals;         /* the record totals at the same instant */
+  uintptr_t          *frame_next;
+  void               *mem;            /* profiler memory holding it all */
+  size_t              bytes;
+} mprof_snapshot_t;
+
+bool mprof_snapshot_take(mprof_snapshot_t *s, bool all);   /* false: ENOMEM */
+void mprof_snapshot_release(mprof_snapshot_t *s);
 
 /* "unwind.c": stack capture */
 #define MPROF_BT_MAX_CAP    256        /* MIMALLOC_PROF_BT_MAX's upper bound */

@@ -224,11 +224,9 @@ bool mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof
   return found;
 }
 
-/* A consistent snapshot: every shard lock is held (in order) while summing. */
-void mprof_record_totals(mprof_totals_t *out)
+void mprof_record_totals_locked(mprof_totals_t *out)
 {
   memset(out, 0, sizeof *out);
-  mprof_record_lock_all();
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     const mprof_totals_t *t = &shards[i].totals;
     out->samples += t->samples;
@@ -240,6 +238,13 @@ void mprof_record_totals(mprof_totals_t *out)
     out->alloc_bytes += t->alloc_bytes;
     out->untracked_frees += t->untracked_frees;
   }
+}
+
+/* A consistent snapshot: every shard lock is held (in order) while summing. */
+void mprof_record_totals(mprof_totals_t *out)
+{
+  mprof_record_lock_all();
+  mprof_record_totals_locked(out);
   mprof_record_unlock_all();
 }
 
