@@ -45,6 +45,7 @@ static bool start(size_t sample_rate, uint64_t seed)
   session_id++;
   mprof_record_begin((session_id << 1) | 1);     /* fresh counters and stacks, this session only */
   mprof_drops_reset();
+  mprof_dump_session_begin();
   running = true;
   running_rate = rate;
   mprof_session_publish(session_id, true, rate, seed);
@@ -146,6 +147,8 @@ bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free
 
 static void prefork(void)
 {
+  mprof_dump_prefork();
+  mprof_unwind_prefork();              /* no unwinder's own locks held across the fork */
   pthread_mutex_lock(&api_lock);
   mprof_sheap_prefork();
   mprof_record_lock_all();
@@ -158,6 +161,8 @@ static void postfork_parent(void)
   mprof_record_unlock_all();
   mprof_sheap_postfork();
   pthread_mutex_unlock(&api_lock);
+  mprof_unwind_postfork();
+  mprof_dump_postfork();
 }
 
 static void postfork_child(void)
@@ -171,6 +176,7 @@ __attribute__((constructor)) static void mprof_init(void)
 {
   mprof_options_init();
   mprof_unwind_init();
+  mprof_dump_init();
   pthread_atfork(prefork, postfork_parent, postfork_child);
   if (mprof_option(MPROF_OPT_PROF) && !mi_prof_start(0) && errno != ENOMEM)   /* ENOMEM: said already */
     mprof_warn("MIMALLOC_PROF=1 but profiling could not start (errno %d)", errno);

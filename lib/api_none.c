@@ -50,3 +50,13 @@ bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg)
   (void)arg;
   return not_available();
 }
+bool mi_prof_dump(const char *path)
+{
+  (void)path;
+  return not_available();
+}
+bool mi_prof_dump_fd(int fd)
+{
+  (void)fd;
+  return not_available();
+}

@@ -37,6 +37,7 @@
 
 /* Locks, in the one global order every path and the atfork handlers take them (a lower rank is taken
  * first; no path takes a lower rank while holding a higher one):
+ *   0. dump.c    dump_lock       one dump at a time (a dump then takes 1, 3 and 4 briefly)
  *   1. api.c     api_lock        start, stop, reset, stats, observer changes
  *   2. sheap.c   sheap_lock      every allocation and free in the sampled-block heap
  *   3. record.c  shard[i].lock   one shard of the record table, in index order when taking several
@@ -55,8 +56,9 @@ typedef enum mprof_option_e {
   MPROF_OPT_COUNT
 } mprof_option_t;
 
-void     mprof_options_init(void);
-uint64_t mprof_option(mprof_option_t id);
+void        mprof_options_init(void);
+uint64_t    mprof_option(mprof_option_t id);
+const char *mprof_option_str(mprof_option_t id);
 
 /* "warn.c" */
 void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -66,6 +68,15 @@ bool mprof_warn_once_claim(int *flag);
 void  *mprof_pmem_map(size_t bytes);          /* NULL when over budget or mmap fails */
 void   mprof_pmem_unmap(void *p, size_t bytes);
 size_t mprof_pmem_mapped(void);
+
+typedef struct mprof_scratch_s {      /* bump allocator for one dump; zero-initialise */
+  void  *chunks;
+  char  *next;
+  size_t left;
+} mprof_scratch_t;
+
+void *mprof_scratch_alloc(mprof_scratch_t *s, size_t bytes);   /* zeroed, 16-aligned; NULL: budget */
+void  mprof_scratch_release(mprof_scratch_t *s);
 
 /* "sampler.c": the slow paths the fast paths fall into when a countdown runs out or a block is sampled */
 void *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;
@@ -193,6 +204,26 @@ typedef struct mprof_snapshot_s {
 bool mprof_snapshot_take(mprof_snapshot_t *s, bool all);   /* false: ENOMEM */
 void mprof_snapshot_release(mprof_snapshot_t *s);
 
+/* "pprof.c": the gzipped profile.proto writer */
+typedef struct mprof_pprof_meta_s {
+  uint64_t              sample_rate;  /* bytes */
+  uint64_t              start_ns;     /* session start, CLOCK_REALTIME */
+  uint64_t              now_ns;
+  uint64_t              dropped[MI_PROF_DROP_REASONS];
+  const mprof_totals_t *totals;
+} mprof_pprof_meta_t;
+
+bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_pprof_meta_t *meta); /* errno */
+
+/* "dump.c": dumps, triggers, leak report */
+void mprof_dump_init(void);
+void mprof_dump_serve(void) __attribute__((noreturn));   /* the profiler thread's loop */
+void mprof_dump_session_begin(void);
+void mprof_dump_note_alloc(uint64_t bytes);
+void mprof_dump_note_inuse(int64_t delta);
+void mprof_dump_prefork(void);
+void mprof_dump_postfork(void);
+
 /* "unwind.c": stack capture */
 #define MPROF_BT_MAX_CAP    256        /* MIMALLOC_PROF_BT_MAX's upper bound */
 #define MPROF_UNWIND_SLACK  16         /* extra room mprof_unwind needs in `frames` beyond `max` */
@@ -200,6 +231,8 @@ void             mprof_unwind_init(void);
 void             mprof_unwind_prime(void);
 size_t           mprof_unwind(uintptr_t *frames, size_t max);   /* frames: max + MPROF_UNWIND_SLACK */
 mprof_unwinder_t mprof_unwind_current(void);
+void             mprof_unwind_prefork(void);     /* waits until no thread is unwinding */
+void             mprof_unwind_postfork(void);
 const char      *mprof_unwind_name(mprof_unwinder_t u);
 
 /* "observer.c": the sample/free callbacks and the dropped-sample counters */

@@ -7,11 +7,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-typedef enum { OPT_BOOL, OPT_UINT, OPT_BYTES, OPT_UNWINDER } opt_kind_t;
+typedef enum { OPT_BOOL, OPT_UINT, OPT_BYTES, OPT_UNWINDER, OPT_STRING, OPT_SIGNAL } opt_kind_t;
 typedef enum { MPROF_REJECT, MPROF_CLIP } opt_range_t;
 
 typedef struct opt_desc_s {
@@ -87,9 +88,29 @@ static bool parse_unwinder(const char *s, uint64_t *out)
   return false;
 }
 
+/* Parses a signal: a name with or without "SIG" (USR2, SIGUSR2, RTMIN+3 is not supported) or a
+ * number 1..64. */
+static bool parse_signal(const char *s, uint64_t *out)
+{
+  static const struct { const char *name; int sig; } names[] = {
+    {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+    {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},
+    {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}, {"URG", SIGURG}, {"XCPU", SIGXCPU},
+    {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+    {"PWR", SIGPWR}, {"SYS", SIGSYS}};
+  if (strncasecmp(s, "SIG", 3) == 0) s += 3;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strcasecmp(s, names[i].name) == 0) return *out = (uint64_t)names[i].sig, true;
+  }
+  uint64_t v;
+  if (parse_uint(s, false, &v) && v >= 1 && v <= 64 && v != SIGKILL && v != SIGSTOP) return *out = v, true;
+  return false;
+}
+
 static const char *kind_word(opt_kind_t kind)
 {
   switch (kind) {
+  case OPT_SIGNAL: return "not a signal that can be caught (a name such as USR2, or a number)";
   case OPT_BOOL: return "not a boolean (0/1, yes/no, true/false, on/off)";
   case OPT_BYTES: return "not a byte count";
   case OPT_UNWINDER: return "not an unwinder (fp, libunwind, libgcc or auto)";
@@ -102,6 +123,8 @@ static bool parse_value(const opt_desc_t *d, const char *s, uint64_t *v)
   switch (d->kind) {
   case OPT_BOOL: return parse_bool(s, v);
   case OPT_UNWINDER: return parse_unwinder(s, v);
+  case OPT_SIGNAL: return parse_signal(s, v);
+  case OPT_STRING: return *v = (uint64_t)(uintptr_t)s, s[0] != '\0';
   default: return parse_uint(s, d->kind == OPT_BYTES, v);
   }
 }
@@ -117,7 +140,7 @@ static void read_option(mprof_option_t id)
                (unsigned long long)d->dflt);
     return;
   }
-  if (v < d->min || v > d->max) {
+  if (d->kind != OPT_STRING && (v < d->min || v > d->max)) {
     uint64_t used = d->range == MPROF_CLIP ? (v < d->min ? d->min : d->max) : d->dflt;
     mprof_warn("%s=\"%s\" is outside %llu..%llu; using %llu", d->name, s, (unsigned long long)d->min,
                (unsigned long long)d->max, (unsigned long long)used);
@@ -132,3 +155,11 @@ void mprof_options_init(void)
 }
 
 uint64_t mprof_option(mprof_option_t id) { return opt_value[id]; }
+
+/* A string option: the environment's value (environment strings live as long as the process), or its
+ * default. */
+const char *mprof_option_str(mprof_option_t id)
+{
+  if (opt_value[id] != 0) return (const char *)(uintptr_t)opt_value[id];
+  return id == MPROF_OPT_PREFIX ? "mimalloc-prof" : "";
+}

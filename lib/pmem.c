@@ -39,3 +39,47 @@ void mprof_pmem_unmap(void *p, size_t bytes)
 }
 
 size_t mprof_pmem_mapped(void) { return __atomic_load_n(&pmem_mapped, __ATOMIC_RELAXED); }
+
+/* ---------------------------------------------------------------------------------------------------
+   Scratch: a bump allocator over profiler memory for one dump (tables, protobuf-c messages, zlib's
+   state), released at once.  Memory comes zeroed (anonymous mmap).
+--------------------------------------------------------------------------------------------------- */
+
+#define SCRATCH_CHUNK ((size_t)256 << 10)
+
+typedef struct scratch_chunk_s {
+  struct scratch_chunk_s *next;
+  size_t                  bytes;
+} scratch_chunk_t;
+
+void *mprof_scratch_alloc(mprof_scratch_t *s, size_t bytes)
+{
+  bytes = (bytes + 15) & ~(size_t)15;
+  if (bytes > s->left) {
+    size_t size = bytes + sizeof(scratch_chunk_t) > SCRATCH_CHUNK ? bytes + sizeof(scratch_chunk_t) : SCRATCH_CHUNK;
+    scratch_chunk_t *c = mprof_pmem_map(size);
+    if (c == NULL) return NULL;
+    c->bytes = size;
+    c->next = s->chunks;
+    s->chunks = c;
+    s->next = (char *)(c + 1);
+    s->left = size - sizeof *c;
+  }
+  void *p = s->next;
+  s->next += bytes;
+  s->left -= bytes;
+  return p;
+}
+
+void mprof_scratch_release(mprof_scratch_t *s)
+{
+  scratch_chunk_t *c = s->chunks;
+  while (c != NULL) {
+    scratch_chunk_t *next = c->next;
+    mprof_pmem_unmap(c, c->bytes);
+    c = next;
+  }
+  s->chunks = NULL;
+  s->next = NULL;
+  s->left = 0;
+}

@@ -189,8 +189,10 @@ static void *sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool ze
   };
   mprof_insert_t rc = mprof_record_insert(&r, t->session);
   if (rc == MPROF_INSERT_MEMORY) mprof_drop(MI_PROF_DROP_MEMORY);   /* the block stays, untracked */
-  if (rc == MPROF_INSERT_OK && obs.on_sample != NULL)
-    obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, r.tid, obs.arg);
+  if (rc == MPROF_INSERT_OK) {
+    mprof_dump_note_alloc(r.inuse_bytes);
+    if (obs.on_sample != NULL) obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, r.tid, obs.arg);
+  }
   mprof_guard_leave(countdown);
   return p;
 }
@@ -233,7 +235,9 @@ void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
 static void forget(void *p)
 {
   mprof_record_t r;
-  if (mprof_record_remove((uintptr_t)p, &r) && (r.flags & MPROF_RECORD_OBSERVED)) {
+  if (!mprof_record_remove((uintptr_t)p, &r)) return;
+  mprof_dump_note_inuse(-(int64_t)r.inuse_bytes);
+  if (r.flags & MPROF_RECORD_OBSERVED) {
     mprof_observer_t obs;
     mprof_observer_get(&obs);
     if (obs.on_free != NULL) {
@@ -274,7 +278,9 @@ static void *move_sampled(void *p, size_t size)
 static void *resize_sampled(mprof_tls_t *t, void *p, size_t size)
 {
   mprof_record_t old, now;
-  if (mprof_record_resize((uintptr_t)p, size, &old, &now) && (old.flags & MPROF_RECORD_OBSERVED)) {
+  if (!mprof_record_resize((uintptr_t)p, size, &old, &now)) return p;
+  mprof_dump_note_inuse((int64_t)now.inuse_bytes - (int64_t)old.inuse_bytes);
+  if (old.flags & MPROF_RECORD_OBSERVED) {
     mprof_observer_t obs;             /* the observer sees a resize as a free and a new sample */
     mprof_observer_get(&obs);
     size_t countdown = mprof_guard_enter();

@@ -12,7 +12,8 @@
  * (the slow path checks the exact range), but frees below it take the slow path; said once on stderr.
  *
  * The heap is created by a profiler-owned thread that then parks forever with every signal blocked and
- * never allocates.  mimalloc deletes a thread's heaps when the thread exits, so a heap owned by an
+ * never allocates; it also writes the interval, peak and signal dumps (dump.c), which allocate only
+ * profiler memory.  mimalloc deletes a thread's heaps when the thread exits, so a heap owned by an
  * application thread would die with it (with sampled blocks still live); the owner thread never exits.
  * Any thread allocates from and frees into the heap, always under sheap_lock: mimalloc takes its
  * unsynchronised thread-local paths for blocks of segments stamped with the calling thread, so every
@@ -46,8 +47,7 @@ static void *owner_main(void *arg)
   prctl(PR_SET_NAME, "mprof-sheap", 0, 0, 0);
   sheap = mi_heap_new_in_arena(sheap_arena);
   sem_post(&owner_ready);
-  for (;;) pause();                  /* all signals blocked: parked for good */
-  return NULL;
+  mprof_dump_serve();                /* writes requested dumps, or parks for good; never returns */
 }
 
 #define LOW_FIRST  ((uintptr_t)4 << 30)       /* lowest address tried */

@@ -9,12 +9,18 @@
  * else libgcc (doc/design.md has the measurements behind that choice).  The frame-pointer walk is
  * bounded by the thread's stack (bounds cached per thread) and validates every step: aligned, inside the
  * stack, strictly moving towards the stack's base.
+ *
+ * fork: the unwinders take locks of their own (libgcc's, libunwind's, the loader's dl_iterate_phdr
+ * lock) that a fork child would inherit held if another thread were unwinding at that moment; the
+ * child's next sample would then hang.  So the prepare handler raises `fork_pending` and waits until no
+ * thread is inside an unwinder; a sample that starts meanwhile is dropped (MI_PROF_DROP_UNWIND).
  */
 #include "internal.h"
 
 #include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 
 #if HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -158,8 +164,25 @@ static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
   return n > 0 ? skip_own(out, out, (size_t)n, max) : 0;
 }
 
+static unsigned unwinding;          /* threads inside an unwinder (atomic) */
+static int fork_pending;            /* a fork is being prepared (atomic) */
+
 size_t mprof_unwind(uintptr_t *frames, size_t max)
 {
-  if (unwinder == MPROF_UNWIND_FP) return unwind_fp(frames, max);
-  return unwind_dwarf(frames, max);
+  size_t depth = 0;
+  __atomic_add_fetch(&unwinding, 1, __ATOMIC_SEQ_CST);
+  if (mprof_likely(!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST)))
+    depth = unwinder == MPROF_UNWIND_FP ? unwind_fp(frames, max) : unwind_dwarf(frames, max);
+  __atomic_sub_fetch(&unwinding, 1, __ATOMIC_SEQ_CST);
+  return depth;
 }
+
+/* Before fork: no thread may be inside an unwinder (see the top of this file).  Unwinds take
+ * microseconds, so yielding until they are done is short. */
+void mprof_unwind_prefork(void)
+{
+  __atomic_store_n(&fork_pending, 1, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&unwinding, __ATOMIC_SEQ_CST) != 0) sched_yield();
+}
+
+void mprof_unwind_postfork(void) { __atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST); }
