@@ -191,8 +191,8 @@ typedef bool mi_prof_visit_fn(void *const *frames, size_t depth, const mi_prof_s
 
 /**
  * mi_prof_visit() - call a function for every sampled stack of the current session.
- * @visitor: called once per stack with something in use (with MIMALLOC_PROF_ACCUM=1: once per stack
- *           sampled since start, including those whose blocks were all freed).
+ * @visitor: called once per stack sampled since start (with MIMALLOC_PROF_ACCUM=0: only for stacks
+ *           with something in use).
  * @arg: passed to the visitor.
  * The stacks and counters are one consistent snapshot, taken before the first call: the sums over all
  * stacks of inuse_bytes and alloc_bytes equal mi_prof_stats()'s (objects too, up to per-stack rounding).
@@ -209,8 +209,8 @@ mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
  * mi_prof_dump() - write a heap profile (gzipped pprof profile.proto) to a file.
  * @path: the file to create or truncate (mode 0644); NULL = the next automatic name,
  *        <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.m.pb.gz in the current directory.
- * The profile holds every sampled stack with something in use (with MIMALLOC_PROF_ACCUM=1 also the
- * others) and four values per stack: alloc_objects, alloc_space (bytes), inuse_objects, inuse_space;
+ * The profile holds every stack sampled since start (with MIMALLOC_PROF_ACCUM=0 only those with
+ * something in use) and four values per stack: alloc_objects, alloc_space (bytes), inuse_objects, inuse_space;
  * the period is the sample rate.  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a
  * valid profile with no samples.
  * Return: true; false with errno from open(2)/write(2), ENOMEM (the profile did not fit in

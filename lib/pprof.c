@@ -10,9 +10,15 @@
  * location's address is pc - 1 (it then falls inside the call instruction); one mapping per executable
  * PT_LOAD segment with its real file offset and GNU build ID, and has_functions etc. left false so that
  * pprof symbolizes from the files.
+ *
+ * Names: Debian's binaries are stripped, so pprof finds no symbols in them.  Each location therefore also
+ * gets the name dladdr(3) gives (exported functions only; glibc checks the symbol's size, so an address
+ * in an unexported function gets no name rather than a wrong one).  pprof replaces these with its own
+ * results where the file has symbols or debug information, and keeps them where it has none.
  */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
@@ -28,12 +34,15 @@ typedef Perftools__Profiles__ValueType value_type_t;
 typedef Perftools__Profiles__Sample    sample_t;
 typedef Perftools__Profiles__Mapping   mapping_t;
 typedef Perftools__Profiles__Location  location_t;
+typedef Perftools__Profiles__Function  function_t;
+typedef Perftools__Profiles__Line      line_t;
 
 /* Frames the profile should never show: the allocation entry points (pprof applies this regex to
  * function names after symbolization; they only appear when the library is linked statically). */
 #define MPROF_DROP_FRAMES \
-  "^(malloc|free|calloc|realloc|reallocarray|reallocf|reallocarr|posix_memalign|aligned_alloc|memalign|" \
-  "valloc|pvalloc|cfree|_aligned_malloc|__libc_.*|operator new.*|operator delete.*|mprof_.*)$"
+  "^(malloc|free|calloc|realloc|reallocarray|reallocf|reallocarr|posix_memalign|__posix_memalign|" \
+  "aligned_alloc|memalign|valloc|pvalloc|cfree|vfree|_aligned_malloc|" \
+  "__libc_(malloc|calloc|realloc|free|cfree|memalign|valloc|pvalloc)|operator new.*|operator delete.*|mprof_.*)$"
 
 typedef struct writer_s {
   mprof_scratch_t scratch;
@@ -51,6 +60,11 @@ typedef struct writer_s {
   size_t          loc_cap;
   location_t    **locations;
   size_t          n_locations;
+  /* functions: string id of the name -> function id */
+  uint64_t       *fn_of_string;    /* indexed by string id, cap_fn entries */
+  size_t          cap_fn;
+  function_t    **functions;
+  size_t          n_functions, cap_functions;
   bool            failed;       /* out of profiler memory */
 } writer_t;
 
@@ -208,6 +222,54 @@ static uint64_t mapping_of(const writer_t *w, uintptr_t addr)
    Locations: one per distinct return address
 --------------------------------------------------------------------------------------------------- */
 
+/* The Function for a symbol name, added when new (0 on failure). */
+static uint64_t function_id(writer_t *w, const char *name)
+{
+  int64_t sid = str_id(w, name);
+  if (sid <= 0) return 0;
+  if ((size_t)sid >= w->cap_fn) {
+    size_t cap = w->cap_fn ? w->cap_fn : 256;
+    while (cap <= (size_t)sid) cap *= 2;
+    uint64_t *map = wmalloc(w, cap * sizeof *map);
+    if (map == NULL) return 0;
+    memcpy(map, w->fn_of_string, w->cap_fn * sizeof *map);
+    w->fn_of_string = map;
+    w->cap_fn = cap;
+  }
+  if (w->fn_of_string[sid] != 0) return w->fn_of_string[sid];
+  if (w->n_functions == w->cap_functions) {
+    size_t cap = w->cap_functions ? w->cap_functions * 2 : 256;
+    function_t **f = wmalloc(w, cap * sizeof *f);
+    if (f == NULL) return 0;
+    memcpy(f, w->functions, w->n_functions * sizeof *f);
+    w->functions = f;
+    w->cap_functions = cap;
+  }
+  function_t *f = wmalloc(w, sizeof *f);
+  if (f == NULL) return 0;
+  perftools__profiles__function__init(f);
+  f->id = w->n_functions + 1;
+  f->name = f->system_name = sid;
+  w->functions[w->n_functions++] = f;
+  return w->fn_of_string[sid] = f->id;
+}
+
+/* The name dladdr knows for the code at addr, as the location's one Line. */
+static void name_location(writer_t *w, location_t *l)
+{
+  Dl_info info;
+  if (dladdr((void *)(uintptr_t)l->address, &info) == 0 || info.dli_sname == NULL) return;
+  uint64_t fid = function_id(w, info.dli_sname);
+  line_t *line = wmalloc(w, sizeof *line);
+  line_t **lines = wmalloc(w, sizeof *lines);
+  if (fid == 0 || line == NULL || lines == NULL) return;
+  perftools__profiles__line__init(line);
+  line->function_id = fid;
+  lines[0] = line;
+  l->line = lines;
+  l->n_line = 1;
+}
+
 static uint64_t location_id(writer_t *w, uintptr_t pc)
 {
   size_t mask = w->loc_cap - 1, i = (size_t)((pc >> 2) * 0x9e3779b97f4a7c15ull >> 20) & mask;
@@ -220,6 +282,7 @@ static uint64_t location_id(writer_t *w, uintptr_t pc)
   l->id = w->n_locations + 1;
   l->address = pc - 1;                            /* inside the call instruction */
   l->mapping_id = mapping_of(w, pc - 1);
+  name_location(w, l);
   w->locations[w->n_locations++] = l;
   w->loc_pc[i] = pc;
   w->loc_id[i] = l->id;
@@ -397,6 +460,8 @@ static bool build_profile(writer_t *w, profile_t *p, const mprof_snapshot_t *sna
   p->n_mapping = w->n_mappings;
   p->location = w->locations;
   p->n_location = w->n_locations;
+  p->function = w->functions;
+  p->n_function = w->n_functions;
   p->string_table = w->strings;
   p->n_string_table = w->n_strings;
   return !w->failed;
