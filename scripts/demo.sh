@@ -1,7 +1,9 @@
 #!/bin/sh
-# demo.sh - the main job: build the library and run a program with it preloaded, sampling
-# (MIMALLOC_PROF=1; set MIMALLOC_PROF_SAMPLE_RATE to change the rate).
-# Usage: scripts/demo.sh [COMMAND ARGS...]   (default: the bundled examples/alloc_demo, 2000000 operations)
+# demo.sh - the main job: build libmimalloc-prof, profile a real program from Debian with the
+# mimalloc-prof command, and print its top allocation sites.
+# Usage: scripts/demo.sh [PROGRAM ARGS...]
+#   default: Debian's python3 (PYTHONMALLOC=malloc, so Python's objects come from malloc) running
+#   bench/py_workload.py.  The profile is left in ./mimalloc-prof-demo.pb.gz.
 set -eu
 here=$(pwd)
 cd "$(dirname "$0")/.."
@@ -11,10 +13,14 @@ scripts/install-deps.sh
 mkdir -p _build/demo
 cd _build/demo
 [ -f Makefile ] || "$top/configure" >configure.log 2>&1 || { cat configure.log; exit 1; }
-make -j2 >/dev/null
-make examples/alloc_demo >/dev/null
-lib=$(pwd)/lib/.libs/libmimalloc-prof.so.0
-[ $# -gt 0 ] || set -- "$(pwd)/examples/alloc_demo" 2000000
-cd "$here"                           # the command runs where the user started the script
-echo "running: MIMALLOC_PROF=1 LD_PRELOAD=$lib $*"
-MIMALLOC_PROF=1 LD_PRELOAD=$lib "$@"
+make -j2 >build.log 2>&1 || { tail -n 30 build.log; exit 1; }
+tool=$(pwd)/tools/mimalloc-prof
+[ $# -gt 0 ] || set -- env PYTHONMALLOC=malloc /usr/bin/python3 "$top/bench/py_workload.py"
+cd "$here"                           # the program runs where the user started the script
+out=$here/mimalloc-prof-demo.pb.gz
+echo "running: mimalloc-prof run -o $out -- $*"
+status=0
+"$tool" run -o "$out" -- "$@" || status=$?
+echo
+"$tool" top -n 15 "$out"
+exit $status
