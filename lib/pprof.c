@@ -75,6 +75,21 @@ static void *wmalloc(writer_t *w, size_t bytes)
   return p;
 }
 
+/* Makes room for one more element in a scratch array of `elem` bytes each (doubling from `first`);
+ * the old array stays behind in the scratch, which is released as a whole. */
+static bool grow(writer_t *w, void *array, size_t *cap, size_t n, size_t elem, size_t first)
+{
+  void **a = array;
+  if (n < *cap) return true;
+  size_t c = *cap ? *cap * 2 : first;
+  void *bigger = wmalloc(w, c * elem);
+  if (bigger == NULL) return false;
+  if (n != 0) memcpy(bigger, *a, n * elem);
+  *a = bigger;
+  *cap = c;
+  return true;
+}
+
 /* ---------------------------------------------------------------------------------------------------
    Strings
 --------------------------------------------------------------------------------------------------- */
@@ -170,14 +185,7 @@ static int add_mappings(struct dl_phdr_info *info, size_t size, void *arg)
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
-    if (w->n_mappings == w->cap_mappings) {
-      size_t cap = w->cap_mappings ? w->cap_mappings * 2 : 64;
-      mapping_t **m = wmalloc(w, cap * sizeof *m);
-      if (m == NULL) return 1;
-      memcpy(m, w->mappings, w->n_mappings * sizeof *m);
-      w->mappings = m;
-      w->cap_mappings = cap;
-    }
+    if (!grow(w, &w->mappings, &w->cap_mappings, w->n_mappings, sizeof(mapping_t *), 64)) return 1;
     mapping_t *m = wmalloc(w, sizeof *m);
     if (m == NULL) return 1;
     perftools__profiles__mapping__init(m);
@@ -227,24 +235,11 @@ static uint64_t function_id(writer_t *w, const char *name)
 {
   int64_t sid = str_id(w, name);
   if (sid <= 0) return 0;
-  if ((size_t)sid >= w->cap_fn) {
-    size_t cap = w->cap_fn ? w->cap_fn : 256;
-    while (cap <= (size_t)sid) cap *= 2;
-    uint64_t *map = wmalloc(w, cap * sizeof *map);
-    if (map == NULL) return 0;
-    memcpy(map, w->fn_of_string, w->cap_fn * sizeof *map);
-    w->fn_of_string = map;
-    w->cap_fn = cap;
+  while ((size_t)sid >= w->cap_fn) {              /* string ids only grow: extend to cover sid */
+    if (!grow(w, &w->fn_of_string, &w->cap_fn, w->cap_fn, sizeof(uint64_t), 256)) return 0;
   }
   if (w->fn_of_string[sid] != 0) return w->fn_of_string[sid];
-  if (w->n_functions == w->cap_functions) {
-    size_t cap = w->cap_functions ? w->cap_functions * 2 : 256;
-    function_t **f = wmalloc(w, cap * sizeof *f);
-    if (f == NULL) return 0;
-    memcpy(f, w->functions, w->n_functions * sizeof *f);
-    w->functions = f;
-    w->cap_functions = cap;
-  }
+  if (!grow(w, &w->functions, &w->cap_functions, w->n_functions, sizeof(function_t *), 256)) return 0;
   function_t *f = wmalloc(w, sizeof *f);
   if (f == NULL) return 0;
   perftools__profiles__function__init(f);
