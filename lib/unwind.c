@@ -6,9 +6,10 @@
  * leading frames inside the library's executable segments are dropped.
  *
  * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes libunwind when the library was built with it,
- * else libgcc (doc/design.md has the measurements behind that choice).  The frame-pointer walk is
- * bounded by the thread's stack (bounds cached per thread) and validates every step: aligned, inside the
- * stack, strictly moving towards the stack's base.
+ * else libgcc (doc/design.md has the measurements behind that choice).  The frame-pointer walk reads
+ * frames inside the thread's stack (bounds cached per thread) directly and any other frame (a coroutine
+ * stack) through process_vm_readv, and validates every step: aligned, readable, strictly moving towards
+ * the stack's base.
  *
  * fork: the unwinders take locks of their own (libgcc's, libunwind's, the loader's dl_iterate_phdr
  * lock) that a fork child would inherit held if another thread were unwinding at that moment; the
@@ -21,6 +22,8 @@
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #if HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -120,16 +123,33 @@ static const stack_bounds_t *thread_stack(void)
   return b;
 }
 
+/* Reads a frame record (saved frame pointer, return address) that lies outside the thread's stack: a
+ * coroutine or fiber stack (makecontext, swapcontext) whose extent we do not know.  The kernel checks
+ * the address for us (EFAULT for an unmapped or unreadable page), so a stale frame pointer can end the
+ * walk but never fault it.  A sandbox that forbids the call only ends the walk early. */
+static bool read_foreign(const uintptr_t *fp, uintptr_t record[2])
+{
+  struct iovec local = {record, 2 * sizeof(uintptr_t)};
+  struct iovec remote = {(void *)(uintptr_t)fp, 2 * sizeof(uintptr_t)};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)(2 * sizeof(uintptr_t));
+}
+
 static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
 {
   const stack_bounds_t *b = thread_stack();
   const uintptr_t *fp = (const uintptr_t *)__builtin_frame_address(0);
   size_t n = 0;
   while (n < max) {
-    uintptr_t at = (uintptr_t)fp;
-    if ((at & (sizeof(uintptr_t) - 1)) != 0 || at < b->lo || at + 2 * sizeof(uintptr_t) > b->hi) break;
-    uintptr_t ret = fp[1];
-    const uintptr_t *next = (const uintptr_t *)fp[0];
+    uintptr_t at = (uintptr_t)fp, record[2];
+    if ((at & (sizeof(uintptr_t) - 1)) != 0) break;
+    if (at >= b->lo && at + 2 * sizeof(uintptr_t) <= b->hi) {
+      record[0] = fp[0];
+      record[1] = fp[1];
+    } else if (!read_foreign(fp, record)) {
+      break;
+    }
+    uintptr_t ret = record[1];
+    const uintptr_t *next = (const uintptr_t *)record[0];
     if (ret == 0) break;
     if (n > 0 || !in_self(ret)) out[n++] = ret;
     if (next <= fp) break;          /* a frame chain only moves towards the stack's base */

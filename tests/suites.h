@@ -17,6 +17,7 @@ Suite *record_suite(void);     /* test_record.c: records, realloc, stale records
 Suite *observer_suite(void);   /* test_observer.c: observer contract, stats, races */
 Suite *options_suite(void);    /* test_options.c: MIMALLOC_PROF_* options, seeds, budget (subprocesses) */
 Suite *hazards_suite(void);    /* test_hazards.c: threads, fork, TSD destructors, mi_collect, huge */
+Suite *stacks_suite(void);     /* test_stacks.c: unwinders, stack table, mi_prof_visit (subprocesses) */
 #else
 Suite *disabled_suite(void);   /* test_disabled.c: the --disable-pprof API */
 #endif
