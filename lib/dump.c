@@ -55,10 +55,11 @@ static bool dump_fd_locked(int fd)
   if (!mprof_snapshot_take(&snap, mprof_option(MPROF_OPT_ACCUM) != 0)) return false;
   mi_prof_stats_t st;
   mi_prof_stats(&st, sizeof st);
+  uint64_t now = now_ns();
   mprof_pprof_meta_t meta = {
     .sample_rate = st.sample_rate != 0 ? st.sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE),
-    .start_ns = session_start_ns,
-    .now_ns = now_ns(),
+    .start_ns = session_start_ns != 0 ? session_start_ns : now,   /* no session yet: duration 0 */
+    .now_ns = now,
     .totals = &snap.totals,
   };
   memcpy(meta.dropped, st.dropped, sizeof meta.dropped);
@@ -92,9 +93,16 @@ static bool auto_name(char kind, char *out, size_t len)
   return n > 0 && (size_t)n < len;
 }
 
+/* Writes a profile to path.  A file this call created is removed again if the dump fails; an existing
+ * path (a symbolic link, a device, a file the caller prepared) is never removed. */
 static bool dump_path(const char *path)
 {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool created = true;
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    created = false;
+    fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  }
   if (fd < 0) return false;
   bool ok = mi_prof_dump_fd(fd);
   int err = errno;
@@ -102,7 +110,7 @@ static bool dump_path(const char *path)
     ok = false;
     err = errno;
   }
-  if (!ok) unlink(path);
+  if (!ok && created) unlink(path);
   errno = err;
   return ok;
 }

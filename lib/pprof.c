@@ -51,9 +51,11 @@ typedef struct writer_s {
   size_t          n_strings, cap_strings;
   uint32_t       *string_index; /* open addressing: string number + 1 */
   size_t          string_index_cap;
-  /* mappings, sorted by start */
+  /* mappings in dl_iterate_phdr's order (the program first: pprof takes mapping[0] for the main
+   * binary), and the same sorted by start for lookups */
   mapping_t     **mappings;
   size_t          n_mappings, cap_mappings;
+  mapping_t     **by_start;
   /* locations: pc -> id */
   uintptr_t      *loc_pc;       /* open addressing over pcs (0 = empty) */
   uint64_t       *loc_id;
@@ -199,18 +201,20 @@ static int add_mappings(struct dl_phdr_info *info, size_t size, void *arg)
   return 0;
 }
 
-/* Sorted by start for the lookup (insertion sort: glibc's qsort may call malloc; a few hundred
- * segments at most, and dl_iterate_phdr reports them nearly in order). */
+/* Ids in dl_iterate_phdr's order, which reports the program first; a copy sorted by start serves the
+ * lookups (insertion sort: glibc's qsort may call malloc; a few hundred segments at most). */
 static void collect_mappings(writer_t *w)
 {
   dl_iterate_phdr(add_mappings, w);
-  for (size_t i = 1; i < w->n_mappings; i++) {
+  for (size_t i = 0; i < w->n_mappings; i++) w->mappings[i]->id = i + 1;
+  w->by_start = wmalloc(w, (w->n_mappings ? w->n_mappings : 1) * sizeof(mapping_t *));
+  if (w->by_start == NULL) return;
+  for (size_t i = 0; i < w->n_mappings; i++) {
     mapping_t *m = w->mappings[i];
     size_t j = i;
-    for (; j > 0 && w->mappings[j - 1]->memory_start > m->memory_start; j--) w->mappings[j] = w->mappings[j - 1];
-    w->mappings[j] = m;
+    for (; j > 0 && w->by_start[j - 1]->memory_start > m->memory_start; j--) w->by_start[j] = w->by_start[j - 1];
+    w->by_start[j] = m;
   }
-  for (size_t i = 0; i < w->n_mappings; i++) w->mappings[i]->id = i + 1;
 }
 
 static uint64_t mapping_of(const writer_t *w, uintptr_t addr)
@@ -218,7 +222,7 @@ static uint64_t mapping_of(const writer_t *w, uintptr_t addr)
   size_t lo = 0, hi = w->n_mappings;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    const mapping_t *m = w->mappings[mid];
+    const mapping_t *m = w->by_start[mid];
     if (addr < m->memory_start) hi = mid;
     else if (addr >= m->memory_limit) lo = mid + 1;
     else return m->id;

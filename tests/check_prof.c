@@ -16,6 +16,7 @@ int main(void)
   srunner_add_suite(sr, options_suite());
   srunner_add_suite(sr, hazards_suite());
   srunner_add_suite(sr, stacks_suite());
+  srunner_add_suite(sr, pprof_suite());
 #else
   srunner_add_suite(sr, disabled_suite());
 #endif

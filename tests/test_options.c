@@ -198,7 +198,7 @@ static const bad_case_t bad_cases[] = {
   {"MIMALLOC_PROF_SEED", "-1", 0},
   {"MIMALLOC_PROF_MAX_BYTES", "1", 64u << 10},                 /* clipped up to the minimum */
   {"MIMALLOC_PROF_ARENA_SIZE", "lots", (uint64_t)64 << 30},
-  {"MIMALLOC_PROF_ACCUM", "2", 0},
+  {"MIMALLOC_PROF_ACCUM", "2", 1},                             /* default 1 */
 };
 
 /* Whether stderr has exactly one line of the form

@@ -76,28 +76,38 @@ static mi_prof_stats_t stats_now(void)
 START_TEST(record_free_all_returns_to_zero)
 {
   static void *blocks[A_BLOCKS];
-  uint64_t pmem_round1 = 0;
+  live_t live[2], after[2];
+  uint64_t pmem_peak[2], pmem_after[2];
+  /* Nothing asserted until both rounds are done: Check allocates on every passing assertion, and at this
+   * rate those allocations may be sampled from new stacks, which would grow the stack table between the
+   * two measurements this test compares. */
   ck_assert(mi_prof_start_seeded(A_RATE, SEED));
   for (int round = 0; round < 2; round++) {
     for (int i = 0; i < A_BLOCKS; i++) blocks[i] = malloc(A_SIZE);
-    live_t l = live_now();
-    uint64_t pmem_peak = stats_now().profiler_bytes;
-    /* E[records] = 1000 (1 - e^(-512/4096)) = 117.5, sigma = sqrt(117.5 (1 - 0.1175)) = 10.2: zero records
-     * would be 11.5 sigma out.  Every record holds its requested size. */
-    ck_assert_uint_gt(l.records, 0);
-    ck_assert_uint_eq(l.bytes, l.records * A_SIZE);
-    ck_assert_uint_eq(l.live_samples, l.records);
-    ck_assert_uint_gt(pmem_peak, 0);
+    live[round] = live_now();
+    pmem_peak[round] = stats_now().profiler_bytes;
     for (int i = 0; i < A_BLOCKS; i++) free(blocks[i]);
-    ck_assert_nothing_live();
-    uint64_t pmem = stats_now().profiler_bytes;
-    ck_assert_uint_eq(pmem, pmem_peak);             /* tables are kept for reuse while running */
-    /* Round 2 fits in the tables of round 1: a shard (1 of 16) grows past its first 64 slots only beyond
-     * 44 records; per round a shard gets Binomial(~118, 1/16) records, mean 7.3, and P(>= 45) < 1e-20. */
-    if (round == 0) pmem_round1 = pmem;
-    else ck_assert_uint_eq(pmem_peak, pmem_round1);
+    after[round] = live_now();
+    pmem_after[round] = stats_now().profiler_bytes;
   }
   ck_assert(mi_prof_stop());
+  for (int round = 0; round < 2; round++) {
+    /* E[records] = 1000 (1 - e^(-512/4096)) = 117.5, sigma = sqrt(117.5 (1 - 0.1175)) = 10.2: zero records
+     * would be 11.5 sigma out.  Every record holds its requested size. */
+    ck_assert_uint_gt(live[round].records, 0);
+    ck_assert_uint_eq(live[round].bytes, live[round].records * A_SIZE);
+    ck_assert_uint_eq(live[round].live_samples, live[round].records);
+    ck_assert_uint_gt(pmem_peak[round], 0);
+    ck_assert_uint_eq(after[round].records, 0);
+    ck_assert_uint_eq(after[round].bytes, 0);
+    ck_assert_uint_eq(after[round].inuse_bytes, 0);
+    ck_assert_uint_eq(after[round].inuse_objects, 0);
+    ck_assert_uint_eq(pmem_after[round], pmem_peak[round]);   /* tables are kept for reuse while running */
+  }
+  /* Round 2 fits in the tables of round 1, and its stacks are round 1's: a record shard (1 of 16) grows
+   * past its first 64 slots only beyond 44 records; per round a shard gets Binomial(~118, 1/16) records,
+   * mean 7.3, and P(>= 45) < 1e-20. */
+  ck_assert_uint_eq(pmem_peak[1], pmem_after[0]);
 }
 END_TEST
 
