@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <glob.h>
@@ -110,6 +111,35 @@ static int move_final(const char *prefix, pid_t pid, const char *out, char *foun
   return 0;
 }
 
+/* A private directory beside `out` (same filesystem, so the final rename works), for -o. */
+static bool make_private_dir(const char *out, char *dir, size_t len)
+{
+  const char *slash = strrchr(out, '/');
+  int n = slash == NULL ? snprintf(dir, len, ".mimalloc-prof.XXXXXX")
+                        : snprintf(dir, len, "%.*s/.mimalloc-prof.XXXXXX", (int)(slash - out), out);
+  return n > 0 && (size_t)n < len && mkdtemp(dir) != NULL;
+}
+
+/* Removes the private directory and what the program's child processes dumped into it; returns how
+ * many such profiles there were. */
+static int remove_private_dir(const char *dir)
+{
+  int files = 0;
+  DIR *d = opendir(dir);
+  if (d != NULL) {
+    struct dirent *e;
+    char path[PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (n > 0 && (size_t)n < sizeof path && unlink(path) == 0) files++;
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+  return files;
+}
+
 static int cmd_run(int argc, char **argv)
 {
   static const struct option opts[] = {
@@ -141,12 +171,13 @@ static int cmd_run(int argc, char **argv)
     fprintf(stderr, "%s run: -o and -p exclude each other\n", prog);
     return EXIT_USAGE;
   }
-  char libbuf[PATH_MAX], tmpdir[] = "/tmp/mimalloc-prof.XXXXXX", prefixbuf[PATH_MAX];
+  char libbuf[PATH_MAX], tmpdir[PATH_MAX] = "", prefixbuf[PATH_MAX];
   const char *lib = library_path(argv[0], libbuf, sizeof libbuf);
   if (access(lib, R_OK) != 0) return fail("cannot find the library %s (set MIMALLOC_PROF_LIB)", lib);
   if (prefix == NULL) {
     if (out != NULL) {                      /* write under a private name, then rename */
-      if (mkdtemp(tmpdir) == NULL) return fail("cannot create a temporary directory: %s", strerror(errno));
+      if (!make_private_dir(out, tmpdir, sizeof tmpdir))
+        return fail("cannot create a directory beside the output file: %s", strerror(errno));
       snprintf(prefixbuf, sizeof prefixbuf, "%s/profile", tmpdir);
     } else {
       snprintf(prefixbuf, sizeof prefixbuf, "mimalloc-prof");
@@ -185,7 +216,12 @@ static int cmd_run(int argc, char **argv)
   } else if (code != 127) {
     fprintf(stderr, "%s: no profile was written (did the program exit through exit(3)?)\n", prog);
   }
-  if (out != NULL && strcmp(prefix, prefixbuf) == 0 && prefix[0] == '/') rmdir(tmpdir);
+  if (tmpdir[0] != '\0') {
+    int others = remove_private_dir(tmpdir);
+    if (others > 0)
+      fprintf(stderr, "%s: %d profile(s) of the program's child processes discarded (-p PREFIX keeps them)\n",
+              prog, others);
+  }
   return code;
 }
 
