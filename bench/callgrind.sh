@@ -13,21 +13,15 @@
 # /usr/bin/python3: the real interpreter, not a wrapper script such as a pyenv shim).
 set -eu
 cd "$(dirname "$0")/.."
-top=$(pwd)
 reps=${REPS:-1}
 loop_n=${LOOP_N:-2000000}
 python=${PYTHON:-/usr/bin/python3}
-base_lib=$(ls /usr/lib/*/libmimalloc.so.2 2>/dev/null | head -n 1)
+base_lib=$(find /usr/lib -name libmimalloc.so.2 2>/dev/null | head -n 1)
 [ -n "$base_lib" ] || { echo "libmimalloc.so.2 not found (apt-get install libmimalloc2.0)"; exit 1; }
 command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)"; exit 1; }
 
 lib=${1:-}
-if [ -z "$lib" ]; then
-  [ -x configure ] || autoreconf -fi >/dev/null 2>&1
-  mkdir -p _build/bench
-  (cd _build/bench && { [ -f Makefile ] || "$top/configure" >configure.log 2>&1; } && make -j2 >/dev/null 2>&1)
-  lib=$top/_build/bench/lib/.libs/libmimalloc-prof.so.0
-fi
+[ -n "$lib" ] || lib=$(bench/build.sh _build/bench)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -fno-builtin -o "$tmp/malloc_loop" bench/malloc_loop.c
@@ -39,6 +33,7 @@ count() {
   while [ "$1" != "--" ]; do vars="$vars $1"; shift; done
   shift
   out="$tmp/cg.out"
+  # shellcheck disable=SC2086  # $vars is a list of assignments
   env $vars LD_PRELOAD="$preload" MIMALLOC_PROF_SEED=1 PYTHONHASHSEED=0 PYTHONMALLOC=malloc \
     valgrind --tool=callgrind --callgrind-out-file="$out" "$@" >/dev/null 2>"$tmp/vg.err" \
     || { cat "$tmp/vg.err"; exit 1; }
@@ -69,4 +64,7 @@ echo "library: $lib"
 echo "base:    $base_lib"
 printf "%-28s %15s %15s %15s   %6s   %6s\n" workload base stopped running stopped running
 run_workload "malloc_loop 16-256B x$loop_n" "$tmp/malloc_loop" "$loop_n"
-run_workload "python3 (PYTHONMALLOC=malloc)" "$python" bench/py_workload.py
+run_workload "python3 json script" "$python" bench/py_workload.py
+run_workload "python3 startup" "$python" -c pass
+run_workload "python3 imports" "$python" -c 'import email, json, http.client, argparse, decimal, xml.dom.minidom, unittest'
+run_workload "python3 sum(range(10**6))" "$python" -c 'print(sum(range(10**6)))'
