@@ -41,6 +41,9 @@
 
 #include "mimalloc-prof.h"
 
+#define PROBE_NAME "pprof_probe"   /* die()'s prefix (probe_util.h) */
+#include "probe_util.h"
+
 size_t pprof_site_beta(void **blocks, size_t count, size_t size);   /* tests/pprof_site.c */
 
 #define MAX_BLOCKS (1u << 17)
@@ -48,21 +51,6 @@ size_t pprof_site_beta(void **blocks, size_t count, size_t size);   /* tests/ppr
 
 static void *blocks[MAX_BLOCKS];     /* static: the probe's own bookkeeping is never sampled */
 static size_t n_blocks;
-
-static void die(const char *what)
-{
-  fprintf(stderr, "pprof_probe: %s (errno %d)\n", what, errno);
-  exit(1);
-}
-
-static size_t arg_size(const char *s)
-{
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0 || *end != '\0') die("bad numeric argument");
-  return (size_t)v;
-}
 
 /* The executable's real path ("exe PATH"): tests/pprof_probe may be libtool's wrapper script, and
  * `go tool pprof` wants the binary. */
@@ -305,8 +293,7 @@ static int mode_budget(int argc, char **argv)
     memset(p, (int)(i & 0xff), size);
     blocks[i] = p;
   }
-  mi_prof_stats_t st;
-  if (!mi_prof_stats(&st, sizeof st)) die("mi_prof_stats");
+  mi_prof_stats_t st = stats_now();
   say_dump("dump_running", argv[4]);
   if (!mi_prof_stop()) die("mi_prof_stop");
   say_dump("dump_stopped", argv[5]);

@@ -24,27 +24,8 @@
 
 #include "mimalloc-prof.h"
 
-static void die(const char *what)
-{
-  fprintf(stderr, "prof_probe: %s\n", what);
-  exit(1);
-}
-
-static mi_prof_stats_t stats_now(void)
-{
-  mi_prof_stats_t st;
-  if (!mi_prof_stats(&st, sizeof st)) die("mi_prof_stats failed");
-  return st;
-}
-
-static size_t arg_size(const char *s)
-{
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0 || *end != '\0') die("bad numeric argument");
-  return (size_t)v;
-}
+#define PROBE_NAME "prof_probe"   /* die()'s prefix (probe_util.h) */
+#include "probe_util.h"
 
 /* Starts the profiler and prints the outcome: "start 1" or "start 0", then "errno E" (0 on success). */
 static bool start_and_report(size_t rate)

@@ -38,6 +38,9 @@
 
 #include "mimalloc-prof.h"
 
+#define PROBE_NAME "stack_probe"   /* die()'s prefix (probe_util.h) */
+#include "probe_util.h"
+
 #define PROBE_SEED 0x5eed5eedull
 #define NOINLINE __attribute__((noinline, noclone))
 
@@ -53,28 +56,6 @@ void _ZdlPvSt11align_val_t(void *p, size_t alignment);
  * and no two functions have the same body (identical code folding would merge them). */
 volatile unsigned probe_salt;
 void *volatile probe_keep;
-
-static void die(const char *what)
-{
-  fprintf(stderr, "stack_probe: %s (errno %d)\n", what, errno);
-  exit(1);
-}
-
-static size_t arg_size(const char *s)
-{
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0 || *end != '\0') die("bad numeric argument");
-  return (size_t)v;
-}
-
-static mi_prof_stats_t stats_now(void)
-{
-  mi_prof_stats_t st;
-  if (!mi_prof_stats(&st, sizeof st)) die("mi_prof_stats failed");
-  return st;
-}
 
 static void start_rate(size_t rate)
 {

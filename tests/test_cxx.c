@@ -1,11 +1,8 @@
 /* test_cxx.c - C++ new/delete go through the library (see cxx_helper.cc), and a failed new keeps C++'s
  * rules even in a C++ library dlopen'ed by a C program (cxx_plugin.cc, dlopen_probe.c). */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "subprocess.h"
 #include "suites.h"
 
 START_TEST(cxx_new_delete)
@@ -17,28 +14,14 @@ END_TEST
 
 START_TEST(cxx_new_failure_in_dlopened_library)
 {
-  const char *lib = getenv("MPROF_TEST_LIB"), *probe = getenv("MPROF_TEST_DLOPEN_PROBE"),
-             *plugin = getenv("MPROF_TEST_CXX_PLUGIN");
-  ck_assert_msg(lib && probe && plugin, "run through make check");
-  int fd[2];
-  ck_assert_int_eq(pipe(fd), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    setenv("LD_PRELOAD", lib, 1);
-    execl(probe, probe, plugin, (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
-  char out[256] = "";
-  ssize_t n = read(fd[0], out, sizeof out - 1);
-  out[n > 0 ? n : 0] = '\0';
-  close(fd[0]);
-  int status;
-  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "probe died (status %d): %s", status, out);
-  ck_assert_str_eq(out, "plugin 2\n");          /* bad_alloc caught, new_handler called once */
+  char preload[4096];
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", probe_getenv("MPROF_TEST_LIB"));
+  probe_opts_t opts = {.env = (const char *const[]){preload, NULL}};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_DLOPEN_PROBE"),
+                              (const char *const[]){probe_getenv("MPROF_TEST_CXX_PLUGIN"), NULL}, &opts);
+  probe_assert_exit0(&run, "dlopen_probe");
+  ck_assert_str_eq(run.out, "plugin 2\n");      /* bad_alloc caught, new_handler called once */
+  probe_run_free(&run);
 }
 END_TEST
 

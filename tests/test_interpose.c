@@ -6,10 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "mimalloc-prof.h"
+#include "subprocess.h"
 #include "suites.h"
 
 static const char *provider(const char *name)
@@ -36,40 +35,22 @@ START_TEST(interpose_linked)
 }
 END_TEST
 
-/* Runs the probe with the given LD_PRELOAD (NULL: none) and returns its output. */
-static void run_probe(const char *preload, char *out, size_t out_len)
+/* Runs the probe with the given LD_PRELOAD (NULL: none) and returns what it printed on stdout (caller
+ * frees it). */
+static char *run_probe(const char *preload)
 {
-  const char *probe = getenv("MPROF_TEST_PROBE");
-  ck_assert_msg(probe != NULL, "MPROF_TEST_PROBE not set (run through make check)");
-  int fd[2];
-  ck_assert_int_eq(pipe(fd), 0);
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    if (preload != NULL) setenv("LD_PRELOAD", preload, 1);
-    else unsetenv("LD_PRELOAD");
-    execl(probe, probe, (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
-  size_t n = 0;
-  ssize_t r;
-  while (n + 1 < out_len && (r = read(fd[0], out + n, out_len - 1 - n)) > 0) n += (size_t)r;
-  out[n] = '\0';
-  close(fd[0]);
-  int status;
-  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char var[4096] = "LD_PRELOAD";             /* a bare name: removed from the probe's environment */
+  if (preload != NULL) snprintf(var, sizeof var, "LD_PRELOAD=%s", preload);
+  probe_opts_t opts = {.env = (const char *const[]){var, NULL}};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROBE"), NULL, &opts);
+  probe_assert_exit0(&run, "preload_probe");
+  free(run.err);
+  return run.out;
 }
 
 START_TEST(interpose_preload)
 {
-  const char *lib = getenv("MPROF_TEST_LIB");
-  ck_assert_msg(lib != NULL, "MPROF_TEST_LIB not set (run through make check)");
-  char out[4096];
-  run_probe(lib, out, sizeof out);
+  char *out = run_probe(probe_getenv("MPROF_TEST_LIB"));
   int lines = 0;
   for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
     if (strncmp(line, "mi_usable_size ", 15) == 0) {
@@ -80,16 +61,17 @@ START_TEST(interpose_preload)
     lines++;
   }
   ck_assert_int_eq(lines, 7);
+  free(out);
 }
 END_TEST
 
 START_TEST(interpose_control_without_preload)
 {
   /* The control: without the library the same probe gets glibc's malloc, so the test can tell. */
-  char out[4096];
-  run_probe(NULL, out, sizeof out);
+  char *out = run_probe(NULL);
   ck_assert_msg(strstr(out, "malloc ") != NULL && strstr(out, "libmimalloc-prof") == NULL, "%s", out);
   ck_assert_ptr_nonnull(strstr(out, "libc.so.6"));
+  free(out);
 }
 END_TEST
 

@@ -5,163 +5,29 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "mimalloc-prof.h"
+#include "subprocess.h"
 #include "suites.h"
 
 #if MPROF_PPROF == 1
 
-extern char **environ;
-
 static const char warn_prefix[] = "mimalloc-prof: warning: ";
-
-typedef struct probe_run_s {
-  char *out;     /* stdout, NUL-terminated */
-  char *err;     /* stderr, NUL-terminated */
-  int status;    /* from waitpid */
-} probe_run_t;
-
-typedef struct buf_s {
-  char *data;
-  size_t len, cap;
-} buf_t;
-
-static void buf_add(buf_t *b, const char *src, size_t n)
-{
-  if (b->len + n + 1 > b->cap) {
-    b->cap = (b->len + n + 1) * 2;
-    b->data = realloc(b->data, b->cap);
-    ck_assert_ptr_nonnull(b->data);
-  }
-  memcpy(b->data + b->len, src, n);
-  b->len += n;
-  b->data[b->len] = '\0';
-}
-
-/* The environment for the probe: ours without any MIMALLOC_* variable (a stray one would change what
- * the probe sees or make mimalloc itself print), plus `vars` (NULL-terminated "NAME=value" strings). */
-static char **probe_env(const char *const *vars)
-{
-  size_t n = 0, extra = 0;
-  while (environ[n] != NULL) n++;
-  while (vars != NULL && vars[extra] != NULL) extra++;
-  char **env = calloc(n + extra + 1, sizeof *env);
-  ck_assert_ptr_nonnull(env);
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (strncmp(environ[i], "MIMALLOC_", 9) != 0) env[k++] = environ[i];
-  }
-  for (size_t i = 0; i < extra; i++) env[k++] = (char *)vars[i];
-  env[k] = NULL;
-  return env;
-}
-
-/* Reads both pipes to their end (poll: the probe may fill either one first). */
-static void drain(int out_fd, int err_fd, buf_t *out, buf_t *err)
-{
-  struct pollfd pf[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
-  buf_t *dst[2] = {out, err};
-  int open_fds = 2;
-  char chunk[4096];
-  while (open_fds > 0) {
-    ck_assert_int_ge(poll(pf, 2, -1), 0);
-    for (int i = 0; i < 2; i++) {
-      if (pf[i].fd < 0 || pf[i].revents == 0) continue;
-      ssize_t r = read(pf[i].fd, chunk, sizeof chunk);
-      if (r > 0) {
-        buf_add(dst[i], chunk, (size_t)r);
-      } else if (r == 0 || errno != EINTR) {
-        close(pf[i].fd);
-        pf[i].fd = -1;
-        open_fds--;
-      }
-    }
-  }
-}
 
 /* Runs the probe with `args` (NULL-terminated, after the program name) and the environment `vars`;
  * as_limit != 0 sets RLIMIT_AS in the child before exec. */
 static probe_run_t run_probe_limited(const char *const *vars, rlim_t as_limit, const char *const *args)
 {
-  const char *probe = getenv("MPROF_TEST_PROF_PROBE");
-  ck_assert_msg(probe != NULL, "MPROF_TEST_PROF_PROBE not set (run through make check)");
-  const char *argv[16] = {probe};
-  for (size_t i = 0; args[i] != NULL; i++) {
-    ck_assert_uint_lt(i + 2, sizeof argv / sizeof argv[0]);
-    argv[i + 1] = args[i];
-  }
-  char **env = probe_env(vars);
-  int out_pipe[2], err_pipe[2];
-  ck_assert_int_eq(pipe(out_pipe), 0);
-  ck_assert_int_eq(pipe(err_pipe), 0);
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    close(out_pipe[0]), close(out_pipe[1]), close(err_pipe[0]), close(err_pipe[1]);
-    if (as_limit != 0) {
-      struct rlimit rl = {as_limit, as_limit};
-      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
-    }
-    execve(probe, (char *const *)argv, env);
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  buf_t out = {0}, err = {0};
-  buf_add(&out, "", 0);
-  buf_add(&err, "", 0);
-  drain(out_pipe[0], err_pipe[0], &out, &err);
-  probe_run_t run = {out.data, err.data, 0};
-  ck_assert_int_eq(waitpid(pid, &run.status, 0), pid);
-  free(env);
-  return run;
+  probe_opts_t opts = {.env = vars, .as_limit = as_limit};
+  return probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), args, &opts);
 }
 
 static probe_run_t run_probe(const char *const *vars, const char *const *args)
 {
   return run_probe_limited(vars, 0, args);
-}
-
-static void probe_free(probe_run_t *run)
-{
-  free(run->out);
-  free(run->err);
-}
-
-static void assert_exit0(const probe_run_t *run)
-{
-  ck_assert_msg(WIFEXITED(run->status) && WEXITSTATUS(run->status) == 0,
-                "probe status %#x; stdout:\n%s\nstderr:\n%s", run->status, run->out, run->err);
-}
-
-/* The value of the "key value" line of the probe's stdout. */
-static uint64_t probe_value(const probe_run_t *run, const char *key)
-{
-  size_t n = strlen(key);
-  for (const char *line = run->out; line != NULL && *line != '\0';) {
-    if (strncmp(line, key, n) == 0 && line[n] == ' ') return strtoull(line + n + 1, NULL, 10);
-    line = strchr(line, '\n');
-    if (line != NULL) line++;
-  }
-  ck_abort_msg("probe printed no \"%s\" line; stdout:\n%s\nstderr:\n%s", key, run->out, run->err);
-  return 0;
-}
-
-/* Lines of stderr. */
-static unsigned err_lines(const probe_run_t *run)
-{
-  unsigned n = 0;
-  for (const char *c = run->err; *c != '\0'; c++) n += *c == '\n';
-  return n;
 }
 
 /* Lines of stderr that are library warnings containing `needle` (NULL: any). */
@@ -231,18 +97,18 @@ START_TEST(options_bad_values)
     vars[i] = settings[i];
   }
   probe_run_t run = run_probe(vars, (const char *const[]){"stats", NULL});
-  assert_exit0(&run);
+  probe_assert_exit0(&run, NULL);
   for (size_t i = 0; i < N; i++)
     ck_assert_msg(one_bad_value_warning(&run, &bad_cases[i]), "want one warning for %s=\"%s\" using %" PRIu64
                   "; stderr:\n%s", bad_cases[i].name, bad_cases[i].value, bad_cases[i].used, run.err);
-  ck_assert_uint_eq(err_lines(&run), N);
+  ck_assert_uint_eq(probe_count_lines(run.err), N);
   ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 0);              /* MIMALLOC_PROF: 0 */
   ck_assert_uint_eq(probe_value(&run, "start"), 1);
   ck_assert_uint_eq(probe_value(&run, "sample_rate"), MI_PROF_DEFAULT_SAMPLE_RATE);
   ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 64u << 10);   /* clipped up */
   ck_assert_uint_eq(probe_value(&run, "arena_bytes"), (uint64_t)64 << 30); /* the default */
   ck_assert_ptr_nonnull(strstr(run.out, "allocations ok\n"));
-  probe_free(&run);
+  probe_run_free(&run);
 }
 END_TEST
 
@@ -263,11 +129,11 @@ START_TEST(options_out_of_range_values)
     char setting[128];
     snprintf(setting, sizeof setting, "%s=%s", cases[i].c.name, cases[i].c.value);
     probe_run_t run = run_probe((const char *const[]){setting, NULL}, (const char *const[]){"stats", NULL});
-    assert_exit0(&run);
-    ck_assert_msg(err_lines(&run) == 1 && one_bad_value_warning(&run, &cases[i].c), "%s; stderr:\n%s",
-                  setting, run.err);
+    probe_assert_exit0(&run, NULL);
+    ck_assert_msg(probe_count_lines(run.err) == 1 && one_bad_value_warning(&run, &cases[i].c),
+                  "%s; stderr:\n%s", setting, run.err);
     ck_assert_uint_eq(probe_value(&run, cases[i].key), cases[i].c.used);
-    probe_free(&run);
+    probe_run_free(&run);
   }
 }
 END_TEST
@@ -288,11 +154,11 @@ START_TEST(options_good_values)
   for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
     probe_run_t run =
       run_probe((const char *const[]){rates[i].setting, NULL}, (const char *const[]){"stats", NULL});
-    assert_exit0(&run);
+    probe_assert_exit0(&run, NULL);
     ck_assert_msg(run.err[0] == '\0', "%s; stderr:\n%s", rates[i].setting, run.err);
     ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 0);
     ck_assert_uint_eq(probe_value(&run, "sample_rate"), rates[i].rate);
-    probe_free(&run);
+    probe_run_free(&run);
   }
 
   /* Every option valid at once; MIMALLOC_PROF=1 starts sampling before main, at the option's rate. */
@@ -300,30 +166,30 @@ START_TEST(options_good_values)
                        "MIMALLOC_PROF_MAX_BYTES=1m", "MIMALLOC_PROF_ACCUM=yes", "MIMALLOC_PROF_ARENA_SIZE=1g",
                        NULL};
   probe_run_t run = run_probe(all, (const char *const[]){"stats", NULL});
-  assert_exit0(&run);
+  probe_assert_exit0(&run, NULL);
   ck_assert_msg(run.err[0] == '\0', "stderr:\n%s", run.err);
   ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 1);
   ck_assert_uint_eq(probe_value(&run, "sample_rate"), 65536);
   ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 1u << 20);
   ck_assert_uint_eq(probe_value(&run, "arena_bytes"), 1u << 30);
-  probe_free(&run);
+  probe_run_free(&run);
 
   /* The boolean spellings. */
   static const char *const on[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF=yes", "MIMALLOC_PROF=TRUE",
                                    "MIMALLOC_PROF=on"};
   for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
     run = run_probe((const char *const[]){on[i], NULL}, (const char *const[]){"stats", NULL});
-    assert_exit0(&run);
+    probe_assert_exit0(&run, NULL);
     ck_assert_msg(run.err[0] == '\0', "%s; stderr:\n%s", on[i], run.err);
     ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 1);
     ck_assert_uint_eq(probe_value(&run, "sample_rate"), MI_PROF_DEFAULT_SAMPLE_RATE);
-    probe_free(&run);
+    probe_run_free(&run);
   }
   run = run_probe((const char *const[]){"MIMALLOC_PROF=off", NULL}, (const char *const[]){"stats", NULL});
-  assert_exit0(&run);
+  probe_assert_exit0(&run, NULL);
   ck_assert_str_eq(run.err, "");
   ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 0);
-  probe_free(&run);
+  probe_run_free(&run);
 }
 END_TEST
 
@@ -338,7 +204,7 @@ static probe_run_t run_sequence(const char *seed_setting)
 {
   probe_run_t run = run_probe((const char *const[]){seed_setting, NULL},
                               (const char *const[]){"sequence", "4096", "20000", NULL});
-  assert_exit0(&run);
+  probe_assert_exit0(&run, NULL);
   ck_assert_str_eq(run.err, "");
   return run;
 }
@@ -358,11 +224,11 @@ START_TEST(options_seed_determinism)
   probe_run_t d = run_sequence("MIMALLOC_PROF_SEED=0");
   probe_run_t e = run_sequence("MIMALLOC_PROF_SEED=0");
   ck_assert_str_ne(d.out, e.out);
-  probe_free(&a);
-  probe_free(&b);
-  probe_free(&c);
-  probe_free(&d);
-  probe_free(&e);
+  probe_run_free(&a);
+  probe_run_free(&b);
+  probe_run_free(&c);
+  probe_run_free(&d);
+  probe_run_free(&e);
 }
 END_TEST
 
@@ -376,7 +242,7 @@ START_TEST(options_budget_drops)
 {
   probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=64k", NULL},
                               (const char *const[]){"budget", "1", "20000", "64", NULL});
-  assert_exit0(&run);
+  probe_assert_exit0(&run, NULL);
   ck_assert_uint_eq(probe_value(&run, "bad_blocks"), 0);
   ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 64u << 10);
   ck_assert_uint_le(probe_value(&run, "profiler_bytes_peak"), 64u << 10);
@@ -385,9 +251,10 @@ START_TEST(options_budget_drops)
   /* Every block was either recorded or dropped: nothing lost between the two. */
   ck_assert_uint_ge(probe_value(&run, "samples") + probe_value(&run, "dropped_memory"), 20000);
   ck_assert_uint_eq(probe_value(&run, "live_after_free"), 0);
-  ck_assert_msg(err_lines(&run) == 1 && warnings_with(&run, "dropping samples") == 1, "stderr:\n%s", run.err);
+  ck_assert_msg(probe_count_lines(run.err) == 1 && warnings_with(&run, "dropping samples") == 1, "stderr:\n%s",
+                run.err);
   ck_assert_uint_eq(warnings_with(&run, "MIMALLOC_PROF_MAX_BYTES"), 1);
-  probe_free(&run);
+  probe_run_free(&run);
 }
 END_TEST
 
@@ -400,14 +267,14 @@ END_TEST
 START_TEST(options_arena_fallback)
 {
   probe_run_t run = run_probe_limited(NULL, (rlim_t)8 << 30, (const char *const[]){"arena", "4096", NULL});
-  assert_exit0(&run);
+  probe_assert_exit0(&run, NULL);
   ck_assert_uint_eq(probe_value(&run, "start"), 1);
   ck_assert_uint_eq(probe_value(&run, "arena_bytes"), (uint64_t)4 << 30);
   /* 1000 x 512 B at rate 4096: E[samples] = 1000 * (1 - e^-0.125) ~ 117.5, sigma ~ 10.2: zero samples is
    * > 11 sigma away. */
   ck_assert_uint_gt(probe_value(&run, "samples"), 0);
   ck_assert_str_eq(run.err, "");
-  probe_free(&run);
+  probe_run_free(&run);
 }
 END_TEST
 
@@ -417,7 +284,7 @@ START_TEST(options_arena_none)
 {
   probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_ARENA_SIZE=64m", NULL},
                               (const char *const[]){"noarena", "32", NULL});
-  assert_exit0(&run);
+  probe_assert_exit0(&run, NULL);
   ck_assert_uint_eq(probe_value(&run, "start"), 0);
   ck_assert_uint_eq(probe_value(&run, "errno"), ENOMEM);
   ck_assert_uint_eq(probe_value(&run, "arena_bytes"), 0);
@@ -425,8 +292,8 @@ START_TEST(options_arena_none)
   ck_assert_uint_eq(probe_value(&run, "enabled"), 0);
   ck_assert_ptr_nonnull(strstr(run.out, "allocations ok\n"));
   ck_assert_uint_eq(warnings_with(&run, "MIMALLOC_PROF_ARENA_SIZE"), 1);
-  ck_assert_msg(err_lines(&run) == 1, "want one warning line; stderr:\n%s", run.err);
-  probe_free(&run);
+  ck_assert_msg(probe_count_lines(run.err) == 1, "want one warning line; stderr:\n%s", run.err);
+  probe_run_free(&run);
 }
 END_TEST
 

@@ -27,11 +27,11 @@
 #include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mimalloc-prof.h"
+#include "subprocess.h"
 #include "suites.h"
 
 #if MPROF_PPROF
@@ -383,170 +383,28 @@ static const mapping_t *mapping_named(const profile_t *p, const char *tail)
    Subprocesses: the probe and go
 --------------------------------------------------------------------------------------------------- */
 
-extern char **environ;
-
-typedef struct text_s {
-  char *data;
-  size_t len, cap;
-} text_t;
-
-static void text_add(text_t *t, const char *src, size_t n)
+/* Starts tests/pprof_probe with `args` after its name and `vars` in its environment; `with_stdin`: a pipe
+ * to its stdin (the load mode runs until stdin's end). */
+static probe_child_t start_probe(const char *const *vars, const char *const *args, bool with_stdin)
 {
-  if (t->len + n + 1 > t->cap) {
-    t->cap = 2 * (t->len + n + 1);
-    t->data = realloc(t->data, t->cap);
-    ck_assert_ptr_nonnull(t->data);
-  }
-  memcpy(t->data + t->len, src, n);
-  t->len += n;
-  t->data[t->len] = '\0';
+  probe_opts_t opts = {.env = vars, .with_stdin = with_stdin};
+  return probe_start(probe_getenv("MPROF_TEST_PPROF_PROBE"), args, &opts);
 }
 
-/* Our environment minus every MIMALLOC_* variable (a stray one would change what the child does),
- * plus `vars` ("NAME=value", NULL-terminated). */
-static char **env_with(const char *const *vars)
+static probe_run_t run_probe(const char *const *vars, const char *const *args)
 {
-  size_t n = 0, extra = 0, k = 0;
-  while (environ[n] != NULL) n++;
-  while (vars != NULL && vars[extra] != NULL) extra++;
-  char **env = calloc(n + extra + 1, sizeof *env);
-  ck_assert_ptr_nonnull(env);
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "MIMALLOC_", 9) != 0) env[k++] = environ[i];
-  for (size_t i = 0; i < extra; i++) env[k++] = (char *)vars[i];
-  return env;
-}
-
-typedef struct child_s {
-  pid_t pid;
-  int in, out, err;      /* our ends of its stdin (-1: /dev/null), stdout and stderr */
-} child_t;
-
-typedef struct run_s {
-  char *out, *err;       /* NUL-terminated */
-  int status;            /* from waitpid */
-  pid_t pid;
-} run_t;
-
-/* Starts path with argv and the environment env_with(vars); stack_limit != 0 sets RLIMIT_STACK first. */
-static child_t child_start(const char *path, const char *const *argv, const char *const *vars, bool with_stdin,
-                           rlim_t stack_limit)
-{
-  int in[2] = {-1, -1}, out[2], err[2];
-  ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
-  ck_assert_int_eq(pipe2(err, O_CLOEXEC), 0);
-  if (with_stdin) ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-  char **env = env_with(vars);
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    int stdin_fd = with_stdin ? in[0] : open("/dev/null", O_RDONLY);
-    if (stdin_fd < 0 || dup2(stdin_fd, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(126);
-    struct rlimit rl = {stack_limit, stack_limit};
-    if (stack_limit != 0 && setrlimit(RLIMIT_STACK, &rl) != 0) _exit(125);
-    execve(path, (char *const *)argv, env);
-    _exit(127);
-  }
-  free(env);
-  close(out[1]);
-  close(err[1]);
-  if (with_stdin) close(in[0]);
-  return (child_t){pid, in[1], out[0], err[0]};
-}
-
-/* Closes the child's stdin, reads its stdout and stderr to their end and reaps it. */
-static run_t child_finish(child_t *c)
-{
-  if (c->in >= 0) close(c->in);
-  text_t text[2] = {{0}, {0}};
-  text_add(&text[0], "", 0);
-  text_add(&text[1], "", 0);
-  struct pollfd pf[2] = {{.fd = c->out, .events = POLLIN}, {.fd = c->err, .events = POLLIN}};
-  for (int open_fds = 2; open_fds > 0;) {
-    ck_assert_int_ge(poll(pf, 2, -1), 0);
-    for (int i = 0; i < 2; i++) {
-      if (pf[i].fd < 0 || pf[i].revents == 0) continue;
-      char chunk[4096];
-      ssize_t r = read(pf[i].fd, chunk, sizeof chunk);
-      if (r > 0) {
-        text_add(&text[i], chunk, (size_t)r);
-      } else if (r == 0 || errno != EINTR) {
-        close(pf[i].fd);
-        pf[i].fd = -1;
-        open_fds--;
-      }
-    }
-  }
-  run_t run = {text[0].data, text[1].data, 0, c->pid};
-  ck_assert_int_eq(waitpid(c->pid, &run.status, 0), c->pid);
-  return run;
-}
-
-static void run_free(run_t *r)
-{
-  free(r->out);
-  free(r->err);
-}
-
-static void assert_exit0(const run_t *r)
-{
-  ck_assert_msg(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0, "status %#x; stdout:\n%s\nstderr:\n%s",
-                r->status, r->out, r->err);
-}
-
-static const char *probe_path(void)
-{
-  const char *probe = getenv("MPROF_TEST_PPROF_PROBE");
-  ck_assert_msg(probe != NULL, "MPROF_TEST_PPROF_PROBE not set (run through make check)");
-  return probe;
-}
-
-static child_t probe_start(const char *const *vars, const char *const *args, bool with_stdin)
-{
-  const char *argv[16] = {probe_path()};
-  for (size_t i = 0; args[i] != NULL; i++) {
-    ck_assert_uint_lt(i + 2, sizeof argv / sizeof argv[0]);
-    argv[i + 1] = args[i];
-  }
-  return child_start(argv[0], argv, vars, with_stdin, 0);
-}
-
-static run_t probe_run(const char *const *vars, const char *const *args)
-{
-  child_t c = probe_start(vars, args, false);
-  return child_finish(&c);
+  probe_child_t c = start_probe(vars, args, false);
+  return probe_finish(&c);
 }
 
 /* The value of the "key value" line of stdout, as a string into buf. */
-static void out_string(const run_t *r, const char *key, char *buf, size_t len)
+static void out_string(const probe_run_t *r, const char *key, char *buf, size_t len)
 {
-  size_t n = strlen(key);
-  for (const char *line = r->out; line != NULL && *line != '\0';) {
-    const char *end = strchr(line, '\n');
-    if (strncmp(line, key, n) == 0 && line[n] == ' ') {
-      size_t vlen = end != NULL ? (size_t)(end - line) - n - 1 : strlen(line + n + 1);
-      ck_assert_uint_lt(vlen, len);
-      memcpy(buf, line + n + 1, vlen);
-      buf[vlen] = '\0';
-      return;
-    }
-    line = end != NULL ? end + 1 : NULL;
-  }
-  ck_abort_msg("no \"%s\" line; stdout:\n%s\nstderr:\n%s", key, r->out, r->err);
-}
-
-static uint64_t out_value(const run_t *r, const char *key)
-{
-  char buf[64];
-  out_string(r, key, buf, sizeof buf);
-  return strtoull(buf, NULL, 10);
-}
-
-static unsigned line_count(const char *text)
-{
-  unsigned n = 0;
-  for (; *text != '\0'; text++) n += *text == '\n';
-  return n;
+  size_t vlen;
+  const char *value = probe_text(r, key, &vlen);
+  ck_assert_uint_lt(vlen, len);
+  memcpy(buf, value, vlen);
+  buf[vlen] = '\0';
 }
 
 /* The path of an executable `go` on PATH; false when there is none. */
@@ -563,15 +421,14 @@ static bool go_find(char *out, size_t len)
 }
 
 /* `go tool pprof ARGS...` (go found by go_find). */
-static run_t go_pprof(const char *go, const char *const *args)
+static probe_run_t go_pprof(const char *go, const char *const *args)
 {
-  const char *argv[16] = {go, "tool", "pprof"};
+  const char *argv[16] = {"tool", "pprof"};
   for (size_t i = 0; args[i] != NULL; i++) {
-    ck_assert_uint_lt(i + 4, sizeof argv / sizeof argv[0]);
-    argv[i + 3] = args[i];
+    ck_assert_uint_lt(i + 3, sizeof argv / sizeof argv[0]);
+    argv[i + 2] = args[i];
   }
-  child_t c = child_start(go, argv, NULL, false, 0);
-  return child_finish(&c);
+  return probe_run(go, argv, NULL);
 }
 
 /* flat% of `fn` in `go tool pprof -top` output (rows: flat flat% sum% cum cum% name); -1 if absent. */
@@ -871,11 +728,11 @@ START_TEST(pprof_empty_profile)
   if (go_find(go, sizeof go)) {                        /* without go: skipped, see above */
     const char *paths[] = {stopped_path, started_path};
     for (size_t i = 0; i < 2; i++) {
-      run_t r = go_pprof(go, (const char *const[]){"-raw", paths[i], NULL});
-      assert_exit0(&r);
+      probe_run_t r = go_pprof(go, (const char *const[]){"-raw", paths[i], NULL});
+      probe_assert_exit0(&r, "go tool pprof -raw");
       ck_assert_msg(strstr(r.out, "PeriodType: space bytes") != NULL, "go tool pprof -raw:\n%s\n%s", r.out,
                     r.err);
-      run_free(&r);
+      probe_run_free(&r);
     }
   }
   assert_times(stopped, t0, t1, "dumped before any session");
@@ -905,10 +762,10 @@ START_TEST(pprof_symbolized_top)
   strcat(prefix, "/prof");
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=16384", "MIMALLOC_PROF_SEED=31",
                         "MIMALLOC_PROF_FINAL=1", prefix, NULL};
-  run_t r = probe_run(vars, (const char *const[]){"shares", "12288", "4096", "4096", NULL});
-  assert_exit0(&r);
+  probe_run_t r = run_probe(vars, (const char *const[]){"shares", "12288", "4096", "4096", NULL});
+  probe_assert_exit0(&r, NULL);
   ck_assert_str_eq(r.err, "");
-  ck_assert_uint_eq(out_value(&r, "allocated"), 16384);
+  ck_assert_uint_eq(probe_value(&r, "allocated"), 16384);
   char exe[PATH_MAX];
   out_string(&r, "exe", exe, sizeof exe);
 
@@ -942,15 +799,16 @@ START_TEST(pprof_symbolized_top)
 
   char go[PATH_MAX];
   if (go_find(go, sizeof go)) {                        /* without go: skipped */
-    run_t top = go_pprof(go, (const char *const[]){"-top", "-sample_index=inuse_space", exe, files[0].path, NULL});
-    assert_exit0(&top);
+    probe_run_t top =
+      go_pprof(go, (const char *const[]){"-top", "-sample_index=inuse_space", exe, files[0].path, NULL});
+    probe_assert_exit0(&top, "go tool pprof -top");
     double alpha = top_flat_percent(top.out, "alpha_site"), beta = top_flat_percent(top.out, "pprof_site_beta");
     ck_assert_msg(alpha >= 0 && beta >= 0, "go tool pprof -top:\n%s\n%s", top.out, top.err);
     ck_assert_double_eq_tol(alpha, 75.0, 3.8);
     ck_assert_double_eq_tol(beta, 25.0, 3.8);
-    run_free(&top);
+    probe_run_free(&top);
   }
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -968,10 +826,10 @@ START_TEST(pprof_main_mapping_first)
   set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
   strcat(prefix, "/prof");
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=4096", "MIMALLOC_PROF_FINAL=1", prefix, NULL};
-  const char *argv[] = {probe_path(), "shares", "16", "16", "4096", NULL};
-  child_t c = child_start(argv[0], argv, vars, false, RLIM_INFINITY);
-  run_t r = child_finish(&c);
-  assert_exit0(&r);
+  const char *const args[] = {"shares", "16", "16", "4096", NULL};
+  probe_opts_t opts = {.env = vars, .stack_limit = RLIM_INFINITY};
+  probe_run_t r = probe_run(probe_getenv("MPROF_TEST_PPROF_PROBE"), args, &opts);
+  probe_assert_exit0(&r, NULL);
   char exe[PATH_MAX];
   out_string(&r, "exe", exe, sizeof exe);
   dump_file_t files[MAX_DUMPS];
@@ -982,7 +840,7 @@ START_TEST(pprof_main_mapping_first)
   ck_assert_msg(main_map == p->mapping[0], "mapping[0] is %s, the program (%#" PRIx64 ") is mapping id %" PRIu64,
                 pstr(p, p->mapping[0]->filename), main_map->memory_start, main_map->id);
   profile_free(p);
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -1001,8 +859,8 @@ START_TEST(pprof_triggers_final)
   strcat(prefix, "/prof");
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=4096", "MIMALLOC_PROF_SEED=32",
                         "MIMALLOC_PROF_FINAL=1", prefix, NULL};
-  run_t r = probe_run(vars, (const char *const[]){"shares", "256", "0", "4096", NULL});
-  assert_exit0(&r);
+  probe_run_t r = run_probe(vars, (const char *const[]){"shares", "256", "0", "4096", NULL});
+  probe_assert_exit0(&r, NULL);
   ck_assert_str_eq(r.err, "");
   dump_file_t files[MAX_DUMPS];
   ck_assert_uint_eq(dumps_list(dir, r.pid, files), 1);
@@ -1012,7 +870,7 @@ START_TEST(pprof_triggers_final)
   double alpha = (double)leaf_total(p, "alpha_site", V_INUSE_SPACE), want = 256.0 * 4096;
   ck_assert_double_le(fabs(alpha - want) / want, 0.191);
   profile_free(p);
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -1039,8 +897,8 @@ START_TEST(pprof_triggers_interval)
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536", "MIMALLOC_PROF_SEED=33",
                         "MIMALLOC_PROF_INTERVAL=8m", "MIMALLOC_PROF_SIGNAL=USR2", "MIMALLOC_PROF_ACCUM=1",
                         prefix, NULL};
-  run_t r = probe_run(vars, (const char *const[]){"phases", "churn:67108864", "barrier", NULL});
-  assert_exit0(&r);
+  probe_run_t r = run_probe(vars, (const char *const[]){"phases", "churn:67108864", "barrier", NULL});
+  probe_assert_exit0(&r, NULL);
   ck_assert_str_eq(r.err, "");
   ck_assert_ptr_nonnull(strstr(r.out, "allocations ok\n"));
 
@@ -1062,7 +920,7 @@ START_TEST(pprof_triggers_interval)
     last = sum[V_ALLOC_SPACE];
     profile_free(p);
   }
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -1088,9 +946,9 @@ START_TEST(pprof_triggers_gdump)
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536", "MIMALLOC_PROF_SEED=34",
                         "MIMALLOC_PROF_GDUMP=1", "MIMALLOC_PROF_SIGNAL=USR2", "MIMALLOC_PROF_ACCUM=1", prefix,
                         NULL};
-  run_t r = probe_run(vars, (const char *const[]){"phases", "grow:67108864", "barrier", "free", "grow:33554432",
-                                                   "barrier", NULL});
-  assert_exit0(&r);
+  probe_run_t r = run_probe(vars, (const char *const[]){"phases", "grow:67108864", "barrier", "free",
+                                                         "grow:33554432", "barrier", NULL});
+  probe_assert_exit0(&r, NULL);
   ck_assert_str_eq(r.err, "");
 
   dump_file_t files[MAX_DUMPS];
@@ -1128,13 +986,13 @@ START_TEST(pprof_triggers_gdump)
   }
   p = profile_load(files[peaks + 1].path);
   profile_free(p);
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 
 /* Waits for `name` to be closed after writing in the watched directory, while the child's stdout stays
  * open (its end means the child died first: fail rather than wait for the test timeout). */
-static void wait_closed(int watch, const child_t *c, const char *name)
+static void wait_closed(int watch, const probe_child_t *c, const char *name)
 {
   _Alignas(struct inotify_event) char buf[4096];
   for (;;) {
@@ -1154,7 +1012,7 @@ static void wait_closed(int watch, const child_t *c, const char *name)
 }
 
 /* Reads the child's stdout until a line "ready". */
-static void wait_ready(const child_t *c)
+static void wait_ready(const probe_child_t *c)
 {
   char buf[64];
   size_t n = 0;
@@ -1183,7 +1041,7 @@ START_TEST(pprof_triggers_signal)
   ck_assert_int_ge(inotify_add_watch(watch, dir, IN_CLOSE_WRITE), 0);
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536", "MIMALLOC_PROF_SIGNAL=USR2",
                         "MIMALLOC_PROF_FINAL=1", prefix, NULL};
-  child_t c = probe_start(vars, (const char *const[]){"load", "2", NULL}, true);
+  probe_child_t c = start_probe(vars, (const char *const[]){"load", "2", NULL}, true);
   wait_ready(&c);
   enum { SIGNALS = 5 };
   for (int k = 0; k < SIGNALS; k++) {
@@ -1192,11 +1050,11 @@ START_TEST(pprof_triggers_signal)
     ck_assert_int_eq(kill(c.pid, SIGUSR2), 0);
     wait_closed(watch, &c, name);
   }
-  run_t r = child_finish(&c);
+  probe_run_t r = probe_finish(&c);
   close(watch);
-  assert_exit0(&r);
+  probe_assert_exit0(&r, NULL);
   ck_assert_str_eq(r.err, "");
-  ck_assert_uint_gt(out_value(&r, "rounds"), 0);
+  ck_assert_uint_gt(probe_value(&r, "rounds"), 0);
 
   dump_file_t files[MAX_DUMPS];
   ck_assert_uint_eq(dumps_list(dir, r.pid, files), SIGNALS + 1);
@@ -1208,7 +1066,7 @@ START_TEST(pprof_triggers_signal)
     ck_assert_int_eq(p->period, 65536);
     profile_free(p);
   }
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -1225,9 +1083,9 @@ START_TEST(pprof_leak_report)
 {
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=4096", "MIMALLOC_PROF_SEED=35",
                         "MIMALLOC_PROF_LEAK=1", NULL};
-  run_t r = probe_run(vars, (const char *const[]){"leak", "1000", "1000", NULL});
-  assert_exit0(&r);
-  ck_assert_uint_eq(out_value(&r, "leaked"), 1000);
+  probe_run_t r = run_probe(vars, (const char *const[]){"leak", "1000", "1000", NULL});
+  probe_assert_exit0(&r, NULL);
+  ck_assert_uint_eq(probe_value(&r, "leaked"), 1000);
   static const char head[] = "mimalloc-prof: leak report: about ";
   ck_assert_msg(strncmp(r.err, head, sizeof head - 1) == 0, "stderr:\n%s", r.err);
   ck_assert_ptr_null(strstr(r.err + 1, head));                       /* one report */
@@ -1250,7 +1108,7 @@ START_TEST(pprof_leak_report)
   ck_assert_double_le(fabs((double)bytes - 1e6) / 1e6, 0.241);
   ck_assert_double_le(fabs((double)objects - 1e3) / 1e3, 0.241);
   ck_assert_uint_ge(total, bytes);
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -1361,16 +1219,16 @@ START_TEST(pprof_dump_errors_automatic)
   strcat(prefix, "/missing/prof");
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536", "MIMALLOC_PROF_INTERVAL=1m",
                         "MIMALLOC_PROF_FINAL=1", prefix, NULL};
-  run_t r = probe_run(vars, (const char *const[]){"phases", "churn:16777216", NULL});
-  assert_exit0(&r);
+  probe_run_t r = run_probe(vars, (const char *const[]){"phases", "churn:16777216", NULL});
+  probe_assert_exit0(&r, NULL);
   ck_assert_ptr_nonnull(strstr(r.out, "allocations ok\n"));
   snprintf(want, sizeof want, "mimalloc-prof: warning: cannot write heap profile %s/missing/prof.%d.", dir,
            (int)r.pid);
-  ck_assert_msg(line_count(r.err) == 1 && strncmp(r.err, want, strlen(want)) == 0 && strstr(r.err, "ENOENT"),
-                "stderr:\n%s", r.err);
+  ck_assert_msg(probe_count_lines(r.err) == 1 && strncmp(r.err, want, strlen(want)) == 0 &&
+                strstr(r.err, "ENOENT"), "stderr:\n%s", r.err);
   dump_file_t files[MAX_DUMPS];
   ck_assert_uint_eq(dumps_list(dir, r.pid, files), 0);
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -1446,17 +1304,17 @@ START_TEST(pprof_budget_dropped_in_dump)
   char running[PATH_MAX], stopped[PATH_MAX];
   snprintf(running, sizeof running, "%s/running.pb.gz", dir);
   snprintf(stopped, sizeof stopped, "%s/stopped.pb.gz", dir);
-  run_t r = probe_run((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=8m", NULL},
-                      (const char *const[]){"budget", "100000", "64", running, stopped, NULL});
-  assert_exit0(&r);
-  uint64_t dropped = out_value(&r, "dropped_memory"), samples = out_value(&r, "samples");
-  ck_assert_uint_eq(out_value(&r, "bad_blocks"), 0);
+  probe_run_t r = run_probe((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=8m", NULL},
+                            (const char *const[]){"budget", "100000", "64", running, stopped, NULL});
+  probe_assert_exit0(&r, NULL);
+  uint64_t dropped = probe_value(&r, "dropped_memory"), samples = probe_value(&r, "samples");
+  ck_assert_uint_eq(probe_value(&r, "bad_blocks"), 0);
   ck_assert_uint_gt(dropped, 0);
   ck_assert_uint_eq(samples + dropped, 100000);
-  ck_assert_uint_le(out_value(&r, "profiler_bytes"), 8u << 20);
-  ck_assert_msg(line_count(r.err) == 1 && strstr(r.err, "dropping samples") != NULL, "stderr:\n%s", r.err);
+  ck_assert_uint_le(probe_value(&r, "profiler_bytes"), 8u << 20);
+  ck_assert_msg(probe_count_lines(r.err) == 1 && strstr(r.err, "dropping samples") != NULL, "stderr:\n%s", r.err);
 
-  if (out_value(&r, "dump_running") == 1) {
+  if (probe_value(&r, "dump_running") == 1) {
     profile_t *p = profile_load(running);
     ck_assert_uint_eq(comment_number(p, "dropped samples:", "memory"), dropped);
     ck_assert_uint_ge(comment_number(p, "dropped samples:", "total"), dropped);
@@ -1465,15 +1323,15 @@ START_TEST(pprof_budget_dropped_in_dump)
     ck_assert_int_eq(sum[V_INUSE_OBJECTS], (int64_t)samples);   /* one object per recorded sample */
     profile_free(p);
   } else {
-    ck_assert_uint_eq(out_value(&r, "dump_running_errno"), ENOMEM);
+    ck_assert_uint_eq(probe_value(&r, "dump_running_errno"), ENOMEM);
     ck_assert_int_eq(access(running, F_OK), -1);
   }
-  ck_assert_uint_eq(out_value(&r, "dump_stopped"), 1);
+  ck_assert_uint_eq(probe_value(&r, "dump_stopped"), 1);
   profile_t *p = profile_load(stopped);
   ck_assert_uint_eq(p->n_sample, 0);
   ck_assert_uint_eq(comment_number(p, "dropped samples:", "memory"), dropped);
   profile_free(p);
-  run_free(&r);
+  probe_run_free(&r);
 }
 END_TEST
 

@@ -15,14 +15,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "mimalloc-prof.h"
+#include "subprocess.h"
 #include "suites.h"
 
 #if MPROF_PPROF
@@ -42,147 +40,17 @@ static const char *const all_unwinders[] = {
    Running tests/stack_probe
 --------------------------------------------------------------------------------------------------- */
 
-extern char **environ;
-
-typedef struct probe_out_s {
-  char *out, *err;     /* stdout and stderr, NUL-terminated */
-  int status;          /* from waitpid */
-} probe_out_t;
-
-typedef struct text_s {
-  char *data;
-  size_t len, cap;
-} text_t;
-
-static void text_add(text_t *t, const char *src, size_t n)
-{
-  if (t->len + n + 1 > t->cap) {
-    t->cap = (t->len + n + 1) * 2;
-    t->data = realloc(t->data, t->cap);
-    ck_assert_ptr_nonnull(t->data);
-  }
-  memcpy(t->data + t->len, src, n);
-  t->len += n;
-  t->data[t->len] = '\0';
-}
-
-/* Our environment minus every MIMALLOC_* variable, plus `vars` ("NAME=value", NULL-terminated). */
-static char **child_env(const char *const *vars)
-{
-  size_t n = 0, extra = 0, k = 0;
-  while (environ[n] != NULL) n++;
-  while (vars[extra] != NULL) extra++;
-  char **env = calloc(n + extra + 1, sizeof *env);
-  ck_assert_ptr_nonnull(env);
-  for (size_t i = 0; i < n; i++) {
-    if (strncmp(environ[i], "MIMALLOC_", 9) != 0) env[k++] = environ[i];
-  }
-  for (size_t i = 0; i < extra; i++) env[k++] = (char *)vars[i];
-  return env;
-}
-
-/* Reads stdout and stderr until both close. */
-static void read_both(int fd_out, int fd_err, text_t *out, text_t *err)
-{
-  struct pollfd pf[2] = {{.fd = fd_out, .events = POLLIN}, {.fd = fd_err, .events = POLLIN}};
-  text_t *dst[2] = {out, err};
-  char chunk[4096];
-  for (int open_fds = 2; open_fds > 0;) {
-    if (poll(pf, 2, -1) < 0) {
-      ck_assert_int_eq(errno, EINTR);
-      continue;
-    }
-    for (int i = 0; i < 2; i++) {
-      if (pf[i].fd < 0 || pf[i].revents == 0) continue;
-      ssize_t r = read(pf[i].fd, chunk, sizeof chunk);
-      if (r > 0) {
-        text_add(dst[i], chunk, (size_t)r);
-      } else if (r == 0 || errno != EINTR) {
-        close(pf[i].fd);
-        pf[i].fd = -1;
-        open_fds--;
-      }
-    }
-  }
-}
-
 /* Runs the probe with `args` after its name and `vars` in its environment.  `watchdog_s` seconds of
  * alarm(2) go with it through exec: a probe that hangs (a deadlock) dies of SIGALRM instead of
  * outliving the test. */
-static probe_out_t run_probe(const char *const *vars, const char *const *args, unsigned watchdog_s)
+static probe_run_t run_probe(const char *const *vars, const char *const *args, unsigned watchdog_s)
 {
-  const char *probe = getenv("MPROF_TEST_STACK_PROBE");
-  ck_assert_msg(probe != NULL, "MPROF_TEST_STACK_PROBE not set (run through make check)");
-  const char *argv[8] = {probe};
-  for (size_t i = 0; args[i] != NULL; i++) {
-    ck_assert_uint_lt(i + 2, sizeof argv / sizeof argv[0]);
-    argv[i + 1] = args[i];
-  }
-  char **env = child_env(vars);
-  int out_pipe[2], err_pipe[2];
-  ck_assert_int_eq(pipe(out_pipe), 0);
-  ck_assert_int_eq(pipe(err_pipe), 0);
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    close(out_pipe[0]), close(out_pipe[1]), close(err_pipe[0]), close(err_pipe[1]);
-    alarm(watchdog_s);
-    execve(probe, (char *const *)argv, env);
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  text_t out = {0}, err = {0};
-  text_add(&out, "", 0);
-  text_add(&err, "", 0);
-  read_both(out_pipe[0], err_pipe[0], &out, &err);
-  probe_out_t run = {out.data, err.data, 0};
-  ck_assert_int_eq(waitpid(pid, &run.status, 0), pid);
-  free(env);
-  return run;
-}
-
-static void probe_done(probe_out_t *run)
-{
-  free(run->out);
-  free(run->err);
-}
-
-static void assert_exit0(const probe_out_t *run, const char *what)
-{
-  ck_assert_msg(WIFEXITED(run->status) && WEXITSTATUS(run->status) == 0,
-                "%s: probe %s %d; stdout:\n%s\nstderr:\n%s", what,
-                WIFSIGNALED(run->status) ? "killed by signal" : "exit status",
-                WIFSIGNALED(run->status) ? WTERMSIG(run->status) : WEXITSTATUS(run->status), run->out, run->err);
-}
-
-/* The text after "key " on the probe's line for key (the line's end is not included). */
-static const char *probe_text(const probe_out_t *run, const char *key, size_t *len)
-{
-  size_t n = strlen(key);
-  for (const char *line = run->out; *line != '\0';) {
-    const char *end = strchr(line, '\n');
-    if (strncmp(line, key, n) == 0 && line[n] == ' ') {
-      *len = end != NULL ? (size_t)(end - line - n - 1) : strlen(line + n + 1);
-      return line + n + 1;
-    }
-    if (end == NULL) break;
-    line = end + 1;
-  }
-  ck_abort_msg("probe printed no \"%s\" line; stdout:\n%s\nstderr:\n%s", key, run->out, run->err);
-  return NULL;
-}
-
-static uint64_t probe_value(const probe_out_t *run, const char *key)
-{
-  size_t len;
-  return strtoull(probe_text(run, key, &len), NULL, 10);
+  probe_opts_t opts = {.env = vars, .watchdog_s = watchdog_s};
+  return probe_run(probe_getenv("MPROF_TEST_STACK_PROBE"), args, &opts);
 }
 
 /* The value of the line "<phase><name>". */
-static uint64_t phase_value(const probe_out_t *run, const char *phase, const char *name)
+static uint64_t phase_value(const probe_run_t *run, const char *phase, const char *name)
 {
   char key[64];
   snprintf(key, sizeof key, "%s%s", phase, name);
@@ -206,9 +74,9 @@ static const char *unwind_var(char *buf, size_t size, const char *unwinder)
 static void check_known_chain(const char *unwinder, const char *thread)
 {
   char var[64];
-  probe_out_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder), NULL},
+  probe_run_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder), NULL},
                               (const char *const[]){"chain", thread, NULL}, 60);
-  assert_exit0(&run, unwinder);
+  probe_assert_exit0(&run, unwinder);
   ck_assert_msg(run.err[0] == '\0', "%s: unexpected stderr:\n%s", unwinder, run.err);
   ck_assert_msg(probe_value(&run, "lib_frames") == 0, "%s: %" PRIu64 " frames in the library", unwinder,
                 probe_value(&run, "lib_frames"));
@@ -220,7 +88,7 @@ static void check_known_chain(const char *unwinder, const char *thread)
   ck_assert_msg(len >= sizeof want - 1 && strncmp(names, want, sizeof want - 1) == 0,
                 "%s: the stack starts %.*s (depth %" PRIu64 "), want %s...", unwinder, (int)len, names,
                 probe_value(&run, "chain_depth"), want);
-  probe_done(&run);
+  probe_run_free(&run);
 }
 
 START_TEST(stacks_known_chain_fp)
@@ -267,9 +135,9 @@ START_TEST(stacks_coroutine_stack_sampled)
   for (size_t u = 0; u < N_UNWINDERS; u++) {
     char var[64];
     const char *unwinder = all_unwinders[u];
-    probe_out_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder), NULL},
+    probe_run_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder), NULL},
                                 (const char *const[]){"coroutine", NULL}, 60);
-    assert_exit0(&run, unwinder);
+    probe_assert_exit0(&run, unwinder);
     ck_assert_uint_eq(probe_value(&run, "lib_frames"), 0);
     if (probe_value(&run, "dropped_unwind") != 0 || probe_value(&run, "co_found") != 1 ||
         probe_value(&run, "co_depth") < 1) {
@@ -277,7 +145,7 @@ START_TEST(stacks_coroutine_stack_sampled)
       snprintf(failed + len, sizeof failed - len, " %s (dropped_unwind %" PRIu64 ", found %" PRIu64 ")",
                unwinder, probe_value(&run, "dropped_unwind"), probe_value(&run, "co_found"));
     }
-    probe_done(&run);
+    probe_run_free(&run);
   }
   ck_assert_msg(failed[0] == '\0', "the sample taken on a makecontext stack was lost with:%s", failed);
 }
@@ -302,10 +170,10 @@ START_TEST(stacks_own_frames_never_appear)
   for (size_t u = 0; u < N_UNWINDERS; u++) {
     char var[64];
     const char *unwinder = all_unwinders[u];
-    probe_out_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder),
+    probe_run_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder),
                                                       "MIMALLOC_PROF_ACCUM=0", NULL},
                                 (const char *const[]){"own", n_arg, NULL}, 60);
-    assert_exit0(&run, unwinder);
+    probe_assert_exit0(&run, unwinder);
     ck_assert_msg(probe_value(&run, "lib_frames") == 0, "%s: %" PRIu64 " frames in the library", unwinder,
                   probe_value(&run, "lib_frames"));
     ck_assert_msg(probe_value(&run, "first_not_probe") == 0, "%s: %" PRIu64 " stacks start elsewhere",
@@ -316,7 +184,7 @@ START_TEST(stacks_own_frames_never_appear)
     ck_assert_msg(probe_value(&run, "samples") == OWN_KINDS * OWN_ROUNDS + OWN_ROUNDS &&
                   probe_value(&run, "live_samples") == OWN_KINDS * OWN_ROUNDS &&
                   probe_value(&run, "dropped_unwind") == 0, "%s: stdout:\n%s", unwinder, run.out);
-    probe_done(&run);
+    probe_run_free(&run);
   }
 }
 END_TEST
@@ -343,10 +211,10 @@ START_TEST(stacks_truncated_at_cap)
       char var[64];
       const char *unwinder = all_unwinders[u], *leaf = leaves[k % 3];
       size_t c = k / 3;
-      probe_out_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder),
+      probe_run_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder),
                                                         "MIMALLOC_PROF_ACCUM=0", caps[c].setting, NULL},
                                   (const char *const[]){"deep", "300", leaf, NULL}, 60);
-      assert_exit0(&run, unwinder);
+      probe_assert_exit0(&run, unwinder);
       const char *what = caps[c].setting ? caps[c].setting : "BT_MAX unset";
       ck_assert_msg(probe_value(&run, "deep_found") == 1, "%s, %s, %s: %" PRIu64 " stacks start in "
                     "probe_recurse", unwinder, what, leaf, probe_value(&run, "deep_found"));
@@ -357,7 +225,7 @@ START_TEST(stacks_truncated_at_cap)
       bool clipped = caps[c].depth == 256;
       ck_assert_msg(clipped ? strstr(run.err, "MIMALLOC_PROF_BT_MAX=\"1000\"") != NULL : run.err[0] == '\0',
                     "%s, %s: stderr:\n%s", unwinder, what, run.err);
-      probe_done(&run);
+      probe_run_free(&run);
     }
   }
 }
@@ -370,15 +238,15 @@ START_TEST(stacks_shallow_not_truncated)
   for (size_t u = 0; u < N_UNWINDERS; u++) {
     char var[64];
     const char *unwinder = all_unwinders[u];
-    probe_out_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder), NULL},
+    probe_run_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder), NULL},
                                 (const char *const[]){"deep", "5", NULL}, 60);
-    assert_exit0(&run, unwinder);
+    probe_assert_exit0(&run, unwinder);
     ck_assert_uint_eq(probe_value(&run, "deep_found"), 1);
     ck_assert_uint_eq(probe_value(&run, "deep_recurse_frames"), 6);
     ck_assert_msg(probe_value(&run, "deep_depth") >= 8 && probe_value(&run, "deep_depth") < 64,
                   "%s: depth %" PRIu64, unwinder, probe_value(&run, "deep_depth"));
     ck_assert_uint_eq(probe_value(&run, "lib_frames"), 0);
-    probe_done(&run);
+    probe_run_free(&run);
   }
 }
 END_TEST
@@ -389,7 +257,7 @@ END_TEST
 
 /* Rate 1 samples every 64-byte request (intervals are at most ~38 bytes), so each of the N requests is
  * either a sample or a dropped sample, exactly; every request is served whatever happens to its sample. */
-static void check_drop_accounting(const probe_out_t *run, uint64_t n)
+static void check_drop_accounting(const probe_run_t *run, uint64_t n)
 {
   ck_assert_uint_eq(probe_value(run, "failed"), 0);
   ck_assert_uint_eq(probe_value(run, "bad_blocks"), 0);
@@ -404,9 +272,9 @@ static void check_drop_accounting(const probe_out_t *run, uint64_t n)
  * every stack (MIMALLOC_PROF_ACCUM=1) has no room for its snapshot: ENOMEM, as documented. */
 START_TEST(stacks_table_full_drops)
 {
-  probe_out_t run = run_probe((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=1m", "MIMALLOC_PROF_ACCUM=1", NULL},
+  probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=1m", "MIMALLOC_PROF_ACCUM=1", NULL},
                               (const char *const[]){"distinct", "30000", "4", NULL}, 60);
-  assert_exit0(&run, "budget");
+  probe_assert_exit0(&run, "budget");
   check_drop_accounting(&run, 30000);
   ck_assert_uint_gt(probe_value(&run, "dropped_memory"), 0);
   ck_assert_uint_gt(probe_value(&run, "samples"), 0);
@@ -414,7 +282,7 @@ START_TEST(stacks_table_full_drops)
   ck_assert_uint_eq(probe_value(&run, "visit_ok"), 0);
   ck_assert_uint_eq(probe_value(&run, "visit_errno"), ENOMEM);
   ck_assert_uint_eq(probe_value(&run, "visit_stacks"), 0);
-  probe_done(&run);
+  probe_run_free(&run);
 }
 END_TEST
 
@@ -429,15 +297,15 @@ START_TEST(stacks_table_full_drops_count)
 {
   char n_arg[32];
   snprintf(n_arg, sizeof n_arg, "%u", COUNT_STACKS);
-  probe_out_t run = run_probe((const char *const[]){"MIMALLOC_PROF_UNWIND=fp", "MIMALLOC_PROF_BT_MAX=8",
+  probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_UNWIND=fp", "MIMALLOC_PROF_BT_MAX=8",
                                                     "MIMALLOC_PROF_MAX_BYTES=1g", NULL},
                               (const char *const[]){"distinct", n_arg, "6", NULL}, 100);
-  assert_exit0(&run, "count");
+  probe_assert_exit0(&run, "count");
   check_drop_accounting(&run, COUNT_STACKS);
   ck_assert_uint_le(probe_value(&run, "samples"), STACK_SHARDS * STACKS_PER_SHARD);
   ck_assert_uint_ge(probe_value(&run, "dropped_stacks"), COUNT_STACKS - STACK_SHARDS * STACKS_PER_SHARD);
   ck_assert_uint_eq(probe_value(&run, "dropped_memory"), 0);
-  probe_done(&run);
+  probe_run_free(&run);
 }
 END_TEST
 
@@ -527,10 +395,10 @@ START_TEST(stacks_visit_sums_equal_stats)
   assert_objects_close(s.inuse_objects, st.inuse_objects, s.stacks);
 
   for (int accum = 0; accum <= 1; accum++) {
-    probe_out_t run = run_probe((const char *const[]){accum ? "MIMALLOC_PROF_ACCUM=1" : "MIMALLOC_PROF_ACCUM=0",
+    probe_run_t run = run_probe((const char *const[]){accum ? "MIMALLOC_PROF_ACCUM=1" : "MIMALLOC_PROF_ACCUM=0",
                                                       NULL},
                                 (const char *const[]){"sums", NULL}, 60);
-    assert_exit0(&run, accum ? "ACCUM=1" : "ACCUM=0");
+    probe_assert_exit0(&run, accum ? "ACCUM=1" : "ACCUM=0");
     static const char *const phases[] = {"", "final_", "reset_"};   /* mixed, all freed, after reset */
     for (size_t p = 0; p < 3; p++) {
       const char *ph = phases[p];
@@ -558,7 +426,7 @@ START_TEST(stacks_visit_sums_equal_stats)
       ck_assert_uint_eq(probe_value(&run, "reset_stacks"), 0);
     }
     ck_assert_uint_eq(probe_value(&run, "final_stat_inuse_bytes"), 0);
-    probe_done(&run);
+    probe_run_free(&run);
   }
 }
 END_TEST
@@ -783,18 +651,17 @@ END_TEST
 #define DL_ITERATIONS 2000
 static void check_dlopen_loop(const char *unwinder)
 {
-  const char *module = getenv("MPROF_TEST_DL_MODULE");
-  ck_assert_msg(module != NULL, "MPROF_TEST_DL_MODULE not set (run through make check)");
+  const char *module = probe_getenv("MPROF_TEST_DL_MODULE");
   char var[64], n_arg[32];
   snprintf(n_arg, sizeof n_arg, "%d", DL_ITERATIONS);
-  probe_out_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder), NULL},
+  probe_run_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, unwinder), NULL},
                               (const char *const[]){"dlloop", module, n_arg, "256", NULL}, 15);
-  assert_exit0(&run, unwinder);
+  probe_assert_exit0(&run, unwinder);
   ck_assert_uint_eq(probe_value(&run, "iterations"), DL_ITERATIONS);
   ck_assert_uint_eq(probe_value(&run, "module_sum"), 28 * DL_ITERATIONS);
   ck_assert_uint_gt(probe_value(&run, "samples"), 0);
   ck_assert_uint_eq(probe_value(&run, "dropped_unwind"), 0);
-  probe_done(&run);
+  probe_run_free(&run);
 }
 
 START_TEST(stacks_dlopen_loop_libgcc)
