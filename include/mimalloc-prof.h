@@ -208,13 +208,16 @@ mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
 /**
  * mi_prof_dump() - write a heap profile (gzipped pprof profile.proto) to a file.
  * @path: the file to create or truncate (mode 0644); NULL = the next automatic name,
- *        <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.m.pb.gz in the current directory.
+ *        <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.m.pb.gz (relative to the current directory unless the
+ *        prefix is absolute).
  * The profile holds every stack sampled since start (with MIMALLOC_PROF_ACCUM=0 only those with
  * something in use) and four values per stack: alloc_objects, alloc_space (bytes), inuse_objects, inuse_space;
  * the period is the sample rate.  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a
  * valid profile with no samples.
- * Return: true; false with errno from open(2)/write(2), ENOMEM (the profile did not fit in
- *   MIMALLOC_PROF_MAX_BYTES), ENAMETOOLONG or ENOTSUP; a partly written file is removed.
+ * Return: true; false with errno from open(2), write(2) or close(2), ENOMEM (the profile did not fit
+ *   in MIMALLOC_PROF_MAX_BYTES), EIO (compression failed), ENAMETOOLONG or ENOTSUP.  A file this
+ *   call created is removed again on failure; an existing file is left truncated, and an existing
+ *   path that is not a regular file (a symbolic link's target, a device) is never removed.
  * Thread safety: MT-Safe (dumps are serialised).  Async-signal safety: AS-Unsafe: from a signal
  *   handler, use MIMALLOC_PROF_SIGNAL instead.
  */
@@ -222,7 +225,8 @@ mi_prof_decl_export bool mi_prof_dump(const char *path);
 
 /**
  * mi_prof_dump_fd() - write a heap profile to an open file descriptor (from its current offset).
- * Return: true; false with errno EBADF (fd < 0) or from write(2), ENOMEM or ENOTSUP.
+ * Return: true; false with errno EBADF (fd < 0, or from write(2) for a descriptor not open for
+ *   writing), another errno from write(2), ENOMEM, EIO or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_dump_fd(int fd);

@@ -45,7 +45,7 @@ static bool start(size_t sample_rate, uint64_t seed)
   session_id++;
   mprof_record_begin((session_id << 1) | 1);     /* fresh counters and stacks, this session only */
   mprof_drops_reset();
-  mprof_dump_session_begin();
+  mprof_dump_session_begin(rate);
   running = true;
   running_rate = rate;
   mprof_session_publish(session_id, true, rate, seed);
@@ -168,7 +168,12 @@ static void postfork_parent(void)
 static void postfork_child(void)
 {
   mprof_sampler_postfork_child();
-  postfork_parent();
+  mprof_stacks_postfork();
+  mprof_record_unlock_all();
+  mprof_sheap_postfork();
+  pthread_mutex_unlock(&api_lock);
+  mprof_unwind_postfork();
+  mprof_dump_postfork_child();
 }
 
 /* Runs when the library is loaded (after mimalloc's own initialisation: it is our dependency). */

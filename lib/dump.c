@@ -176,14 +176,17 @@ void mprof_dump_serve(void)
   }
 }
 
-/* A new session: the interval and peak triggers start over. */
-void mprof_dump_session_begin(void)
+static int64_t peak_floor;                  /* ten sample periods of the session, bytes */
+
+/* A new session (sampling at `rate` bytes): the interval and peak triggers start over. */
+void mprof_dump_session_begin(uint64_t rate)
 {
+  peak_floor = (int64_t)(10 * rate);
   session_start_ns = now_ns();
   __atomic_store_n(&allocated, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&next_interval, interval_bytes, __ATOMIC_RELAXED);
   __atomic_store_n(&inuse, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&next_peak, (int64_t)(10 * mprof_option(MPROF_OPT_SAMPLE_RATE)), __ATOMIC_RELAXED);
+  __atomic_store_n(&next_peak, peak_floor, __ATOMIC_RELAXED);
 }
 
 /* A sample of `bytes` estimated bytes was recorded (sampler.c). */
@@ -208,8 +211,7 @@ void mprof_dump_note_inuse(int64_t delta)
   int64_t peak = __atomic_load_n(&next_peak, __ATOMIC_RELAXED);
   /* A new peak: dump, and wait for at least another tenth (and ten sample periods) of growth, so the
    * number of files grows with the logarithm of the peak. */
-  int64_t step = now / 10 > (int64_t)(10 * mprof_option(MPROF_OPT_SAMPLE_RATE)) ? now / 10
-                                                                         : (int64_t)(10 * mprof_option(MPROF_OPT_SAMPLE_RATE));
+  int64_t step = now / 10 > peak_floor ? now / 10 : peak_floor;
   if (delta > 0 && now > peak &&
       __atomic_compare_exchange_n(&next_peak, &peak, now + step, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     request('u');
@@ -323,3 +325,16 @@ void mprof_dump_init(void)
 
 void mprof_dump_prefork(void) { pthread_mutex_lock(&dump_lock); }
 void mprof_dump_postfork(void) { pthread_mutex_unlock(&dump_lock); }
+
+/* In a fork child the profiler thread does not exist, and the pipe is the parent's: a request written to
+ * it would make the parent dump its own heap.  The child's interval, peak and signal triggers are off
+ * (its mi_prof_dump and final dump still work). */
+void mprof_dump_postfork_child(void)
+{
+  if (request_pipe[0] >= 0) close(request_pipe[0]);
+  if (request_pipe[1] >= 0) close(request_pipe[1]);
+  request_pipe[0] = request_pipe[1] = -1;
+  interval_bytes = 0;
+  gdump = false;
+  mprof_dump_postfork();
+}

@@ -218,11 +218,12 @@ bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_pprof_m
 /* "dump.c": dumps, triggers, leak report */
 void mprof_dump_init(void);
 void mprof_dump_serve(void) __attribute__((noreturn));   /* the profiler thread's loop */
-void mprof_dump_session_begin(void);
+void mprof_dump_session_begin(uint64_t rate);
 void mprof_dump_note_alloc(uint64_t bytes);
 void mprof_dump_note_inuse(int64_t delta);
 void mprof_dump_prefork(void);
 void mprof_dump_postfork(void);
+void mprof_dump_postfork_child(void);
 
 /* "unwind.c": stack capture */
 #define MPROF_BT_MAX_CAP    256        /* MIMALLOC_PROF_BT_MAX's upper bound */

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -55,7 +56,7 @@ static bool parse_uint(const char *s, bool bytes, uint64_t *out)
   errno = 0;
   char *end;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno == ERANGE) v = UINT64_MAX;   /* too big for 64 bits: out of range, not malformed */
+  if (errno == ERANGE) return false;     /* more than 64 bits: not a value any option takes */
   if (bytes && *end != '\0') {
     unsigned shift = 0;
     switch (*end | 0x20) {
@@ -69,7 +70,8 @@ static bool parse_uint(const char *s, bool bytes, uint64_t *out)
     end++;
     if (shift != 0 && (*end | 0x20) == 'i') end++;
     if (*end != '\0' && (*end | 0x20) == 'b') end++;
-    v = v > (UINT64_MAX >> shift) ? UINT64_MAX : v << shift;
+    if (v > (UINT64_MAX >> shift)) return false;
+    v <<= shift;
   }
   if (*end != '\0') return false;
   *out = v;
@@ -110,6 +112,7 @@ static bool parse_signal(const char *s, uint64_t *out)
 static const char *kind_word(opt_kind_t kind)
 {
   switch (kind) {
+  case OPT_STRING: return "empty";
   case OPT_SIGNAL: return "not a signal that can be caught (a name such as USR2, or a number)";
   case OPT_BOOL: return "not a boolean (0/1, yes/no, true/false, on/off)";
   case OPT_BYTES: return "not a byte count";
@@ -129,15 +132,26 @@ static bool parse_value(const opt_desc_t *d, const char *s, uint64_t *v)
   }
 }
 
+/* The default as a warning shows it: a number, or the name it stands for. */
+static const char *default_text(const opt_desc_t *d, char *buf, size_t len)
+{
+  switch (d->kind) {
+  case OPT_STRING: return d == &opt_desc[MPROF_OPT_PREFIX] ? "mimalloc-prof" : "\"\"";
+  case OPT_UNWINDER: return "auto";
+  case OPT_SIGNAL: return "none";
+  default: snprintf(buf, len, "%llu", (unsigned long long)d->dflt); return buf;
+  }
+}
+
 static void read_option(mprof_option_t id)
 {
   const opt_desc_t *d = &opt_desc[id];
   const char *s = getenv(d->name);
   if (s == NULL) return;
   uint64_t v;
+  char buf[32];
   if (!parse_value(d, s, &v)) {
-    mprof_warn("%s=\"%s\" is %s; using %llu", d->name, s, kind_word(d->kind),
-               (unsigned long long)d->dflt);
+    mprof_warn("%s=\"%s\" is %s; using %s", d->name, s, kind_word(d->kind), default_text(d, buf, sizeof buf));
     return;
   }
   if (d->kind != OPT_STRING && (v < d->min || v > d->max)) {

@@ -96,7 +96,9 @@ static void set_env(const char *name, const char *value)
   if (value != NULL) setenv(name, value, 1);
 }
 
-/* Moves the final dump of process `pid` (PREFIX.<pid>.<seq>.f.pb.gz) to `out`. */
+/* Finds the final dump of process `pid` (PREFIX.<pid>.<seq>.f.pb.gz) and moves it to `out`.  Returns 0
+ * (found names the profile), -1 (none was written) or -2 (found names the profile, which could not be
+ * moved). */
 static int move_final(const char *prefix, pid_t pid, const char *out, char *found, size_t len)
 {
   char pattern[PATH_MAX];
@@ -106,7 +108,7 @@ static int move_final(const char *prefix, pid_t pid, const char *out, char *foun
   snprintf(found, len, "%s", g.gl_pathv[g.gl_pathc - 1]);
   globfree(&g);
   if (out == NULL) return 0;
-  if (rename(found, out) != 0) return -1;
+  if (rename(found, out) != 0) return -2;
   snprintf(found, len, "%s", out);
   return 0;
 }
@@ -210,17 +212,21 @@ static int cmd_run(int argc, char **argv)
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   char found[PATH_MAX];
-  if (move_final(prefix, pid, out, found, sizeof found) == 0) {
+  int moved = move_final(prefix, pid, out, found, sizeof found);
+  if (moved == 0) {
     fprintf(stderr, "%s: heap profile written to %s\n", prog, found);
     fprintf(stderr, "%s: view it with: %s top %s   or   go tool pprof -top %s\n", prog, prog, found, found);
+  } else if (moved == -2) {                 /* keep it where it is: the private directory stays */
+    fprintf(stderr, "%s: cannot move the profile to %s (%s); it is %s\n", prog, out, strerror(errno), found);
+    return code;
   } else if (code != 127) {
     fprintf(stderr, "%s: no profile was written (did the program exit through exit(3)?)\n", prog);
   }
   if (tmpdir[0] != '\0') {
     int others = remove_private_dir(tmpdir);
     if (others > 0)
-      fprintf(stderr, "%s: %d profile(s) of the program's child processes discarded (-p PREFIX keeps them)\n",
-              prog, others);
+      fprintf(stderr, "%s: %d more profile(s) discarded (the program's interval, peak and signal dumps, and "
+              "its child processes'; -p PREFIX keeps them)\n", prog, others);
   }
   return code;
 }
