@@ -131,7 +131,6 @@ static bool take_sample(mprof_tls_t *t, size_t size)
    Samples
 --------------------------------------------------------------------------------------------------- */
 
-
 static uint32_t thread_id(mprof_tls_t *t)
 {
   if (mprof_unlikely(t->tid == 0)) t->tid = (uint32_t)gettid();
