@@ -25,9 +25,27 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #if HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+
+/* libunwind is loaded with dlopen when profiling first starts, not linked: a program that links or
+ * preloads the profiler but never samples does not map libunwind and liblzma at all (and pays none of
+ * their start-up relocations).  unw_backtrace is a macro for the architecture's real name. */
+#define MPROF_STR2(x) #x
+#define MPROF_STR(x)  MPROF_STR2(x)
+typedef int unw_backtrace_fn(void **frames, int max);
+static unw_backtrace_fn *libunwind_backtrace;
+
+static bool load_libunwind(void)
+{
+  if (libunwind_backtrace != NULL) return true;
+  void *h = dlopen(MPROF_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (h != NULL) libunwind_backtrace = (unw_backtrace_fn *)dlsym(h, MPROF_STR(unw_backtrace));
+  return libunwind_backtrace != NULL;
+}
 #endif
 
 static mprof_unwinder_t unwinder = MPROF_UNWIND_LIBGCC;
@@ -89,10 +107,17 @@ void mprof_unwind_init(void)
 
 mprof_unwinder_t mprof_unwind_current(void) { return unwinder; }
 
-/* Before the first sample: libgcc's unwinder loads itself (and allocates) on first use. */
+/* Before the first sample (under api_lock, guard up): load libunwind; libgcc's unwinder loads itself
+ * (and allocates) on first use, so call it once. */
 void mprof_unwind_prime(void)
 {
   void *frames[4];
+#if HAVE_LIBUNWIND
+  if (unwinder == MPROF_UNWIND_LIBUNWIND && !load_libunwind()) {
+    mprof_warn("cannot load %s (%s); unwinding with libgcc", MPROF_LIBUNWIND_SONAME, dlerror());
+    unwinder = MPROF_UNWIND_LIBGCC;
+  }
+#endif
   if (unwinder == MPROF_UNWIND_LIBGCC) (void)backtrace(frames, 4);
 }
 
@@ -177,7 +202,7 @@ static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
 {
   int want = (int)(max + MPROF_UNWIND_SLACK), n;
 #if HAVE_LIBUNWIND
-  if (unwinder == MPROF_UNWIND_LIBUNWIND) n = unw_backtrace((void **)out, want);
+  if (unwinder == MPROF_UNWIND_LIBUNWIND) n = libunwind_backtrace((void **)out, want);
   else
 #endif
     n = backtrace((void **)out, want);
