@@ -36,12 +36,7 @@ loop_n=${LOOP_N:-3000000}
 python=${PYTHON:-/usr/bin/python3}
 
 lib=${1:-}
-if [ -z "$lib" ]; then
-  [ -x configure ] || autoreconf -fi >/dev/null 2>&1
-  mkdir -p _build/bench
-  (cd _build/bench && { [ -f Makefile ] || "$top/configure" >configure.log 2>&1; } && make -j2 >/dev/null 2>&1)
-  lib=$top/_build/bench/lib/.libs/libmimalloc-prof.so.0
-fi
+[ -n "$lib" ] || lib=$(bench/build.sh _build/bench)
 case $lib in /*) ;; *) lib=$top/$lib ;; esac
 [ -f "$lib" ] || { echo "no library at $lib" >&2; exit 1; }
 tmp=$(mktemp -d)
