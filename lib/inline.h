@@ -18,6 +18,14 @@
 #define MPROF_EXPORT      __attribute__((visibility("default")))
 #define MPROF_HIDDEN      __attribute__((visibility("hidden")))
 
+/* bench/run.sh's planted control only (configure CPPFLAGS=-DMPROF_BENCH_PLANT=n): n extra nops in each
+ * fast-path test, a known slowdown the benchmark report must detect.  Never defined otherwise. */
+#ifdef MPROF_BENCH_PLANT
+#define MPROF_PLANT() __asm__ volatile(".rept %c0\n\tnop\n\t.endr" ::"i"(MPROF_BENCH_PLANT))
+#else
+#define MPROF_PLANT() ((void)0)
+#endif
+
 #if MPROF_PPROF
 
 /* Per-thread sampling state, in initial-exec TLS so the fast path reaches it with one %fs-relative
@@ -49,6 +57,7 @@ extern uintptr_t mprof_sheap_end MPROF_HIDDEN;   /* hidden: addressed %rip-relat
  * the difference between 1.14 and 1.10 on bench/'s malloc loop). */
 static inline bool mprof_skip(size_t size)
 {
+  MPROF_PLANT();
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
   bool fits;
   __asm__("subq %2, %0" : "+m"(mprof_tls.countdown), "=@ccae"(fits) : "r"(size) : "cc");
@@ -62,6 +71,7 @@ static inline bool mprof_skip(size_t size)
  * of p is read. */
 static inline bool mprof_maybe_sampled(const void *p)
 {
+  MPROF_PLANT();
   return (uintptr_t)p < mprof_sheap_end;
 }
 
