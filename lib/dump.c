@@ -7,9 +7,13 @@
  * u (new peak), s (signal).
  *
  * Interval, peak and signal dumps are never written by the thread that triggers them (it may be inside
- * malloc holding the application's locks, or in a signal handler): the trigger writes one byte, the kind,
- * to a pipe, and the profiler's own thread (the parked owner of the sampled-block heap, sheap.c) reads
- * it and writes the file.  The signal handler does nothing but that write(2).  Dumps are serialised by
+ * malloc holding the application's locks, or in a signal handler): the trigger counts a request of its
+ * kind and posts a semaphore (sem_post is async-signal-safe), and the profiler's own thread (the parked
+ * owner of the sampled-block heap, sheap.c) waits on it and writes one file per request.  No file
+ * descriptor is involved: a program that closes every descriptor and reuses the numbers (daemons do)
+ * cannot cross wires with the profiler.  Automatic dumps are written to a temporary name and renamed
+ * when complete, and exit waits for one in progress, so a dump cut off never leaves a truncated
+ * profile under a profile's name.  Dumps are serialised by
  * dump_lock, taken before any other profiler lock (rank 0 in internal.h's order).
  */
 #include "internal.h"
@@ -17,6 +21,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +30,10 @@
 #include <unistd.h>
 
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
-static int request_pipe[2] = {-1, -1};      /* trigger -> profiler thread */
+static sem_t requests;                      /* posted once per request (initialised at load) */
+static unsigned pending[3];                 /* requests not served yet: interval, peak, signal (atomic) */
+static const char pending_kind[3] = {'i', 'u', 's'};
+static bool exiting;                        /* at exit: no more automatic dumps but the final (dump_lock) */
 static uint64_t dump_seq;                   /* files named so far (atomic) */
 static uint64_t session_start_ns;
 static int write_failure_said;
@@ -84,18 +92,23 @@ bool mi_prof_dump_fd(int fd)
   return ok;
 }
 
-/* <prefix>.<pid>.<seq>.<kind>.pb.gz */
+/* The next free <prefix>.<pid>.<seq>.<kind>.pb.gz: a name already there (left by the program this one
+ * replaced with execve, under the same pid) is skipped, never overwritten. */
 static bool auto_name(char kind, char *out, size_t len)
 {
-  uint64_t seq = __atomic_fetch_add(&dump_seq, 1, __ATOMIC_RELAXED);
-  int n = snprintf(out, len, "%s.%d.%llu.%c.pb.gz", mprof_option_str(MPROF_OPT_PREFIX), (int)getpid(),
-                   (unsigned long long)seq, kind);
-  return n > 0 && (size_t)n < len;
+  for (int tries = 0; tries < 10000; tries++) {
+    uint64_t seq = __atomic_fetch_add(&dump_seq, 1, __ATOMIC_RELAXED);
+    int n = snprintf(out, len, "%s.%d.%llu.%c.pb.gz", mprof_option_str(MPROF_OPT_PREFIX), (int)getpid(),
+                     (unsigned long long)seq, kind);
+    if (n <= 0 || (size_t)n >= len) return false;
+    if (access(out, F_OK) != 0) return true;
+  }
+  return false;
 }
 
-/* Writes a profile to path.  A file this call created is removed again if the dump fails; an existing
- * path (a symbolic link, a device, a file the caller prepared) is never removed. */
-static bool dump_path(const char *path)
+/* Writes a profile to path (dump_lock held).  A file this call created is removed again if the dump
+ * fails; an existing path (a symbolic link, a device, a file the caller prepared) is never removed. */
+static bool dump_path_locked(const char *path)
 {
   bool created = true;
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -104,7 +117,7 @@ static bool dump_path(const char *path)
     fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
   }
   if (fd < 0) return false;
-  bool ok = mi_prof_dump_fd(fd);
+  bool ok = dump_fd_locked(fd);
   int err = errno;
   if (close(fd) != 0 && ok) {
     ok = false;
@@ -125,54 +138,86 @@ bool mi_prof_dump(const char *path)
     }
     path = name;
   }
-  return dump_path(path);
+  pthread_mutex_lock(&dump_lock);
+  bool ok = dump_path_locked(path);
+  int err = errno;
+  pthread_mutex_unlock(&dump_lock);
+  errno = err;
+  return ok;
 }
 
-/* An automatic dump: failures are said once on stderr (the program is never disturbed). */
+/* An automatic dump, written as <name>.tmp and renamed when complete, all under dump_lock (so exit,
+ * which takes it, never cuts one off).  Failures are said once on stderr (the program is never
+ * disturbed). */
 static void dump_auto(char kind)
 {
-  char name[4096];
-  if (!auto_name(kind, name, sizeof name)) {
-    errno = ENAMETOOLONG;
-  } else if (dump_path(name)) {
+  char name[4096], tmp[4096 + 8];
+  pthread_mutex_lock(&dump_lock);
+  if (exiting && kind != 'f') {
+    pthread_mutex_unlock(&dump_lock);
     return;
   }
-  if (mprof_warn_once_claim(&write_failure_said))
-    mprof_warn("cannot write heap profile %s: %s (MIMALLOC_PROF_PREFIX)", name, strerrorname_np(errno));
+  bool ok = false;
+  if (!auto_name(kind, name, sizeof name)) {
+    errno = ENAMETOOLONG;
+  } else {
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    if (dump_path_locked(tmp)) {
+      ok = rename(tmp, name) == 0;
+      int err = errno;
+      if (!ok) unlink(tmp);
+      errno = err;
+    }
+  }
+  int err = errno;
+  pthread_mutex_unlock(&dump_lock);
+  if (!ok && mprof_warn_once_claim(&write_failure_said))
+    mprof_warn("cannot write heap profile %s: %s (MIMALLOC_PROF_PREFIX)", name, strerrorname_np(err));
 }
 
 /* ---------------------------------------------------------------------------------------------------
    Triggers
 --------------------------------------------------------------------------------------------------- */
 
-/* Async-signal-safe: one write(2) of one byte; a full pipe drops the request. */
-static void request(char kind)
+/* Interval and peak requests are served before signal requests, so by the time a signal's file
+ * appears every interval and peak dump requested before the signal is written. */
+enum { REQ_INTERVAL, REQ_PEAK, REQ_SIGNAL };
+
+/* Async-signal-safe: an atomic increment and sem_post(3). */
+static void request(int which)
 {
   int saved = errno;
-  if (request_pipe[1] >= 0) {
-    ssize_t w = write(request_pipe[1], &kind, 1);
-    (void)w;
-  }
+  __atomic_add_fetch(&pending[which], 1, __ATOMIC_RELEASE);
+  sem_post(&requests);
   errno = saved;
 }
 
 static void on_signal(int sig)
 {
   (void)sig;
-  request('s');
+  request(REQ_SIGNAL);
 }
 
-/* The profiler thread's loop (sheap.c's owner thread, all signals blocked): writes requested dumps. */
+/* Takes one pending request, in REQ_* order; -1 when none is left. */
+static int take_request(void)
+{
+  for (int k = 0; k < 3; k++) {
+    unsigned n = __atomic_load_n(&pending[k], __ATOMIC_ACQUIRE);
+    while (n != 0) {
+      if (__atomic_compare_exchange_n(&pending[k], &n, n - 1, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return k;
+    }
+  }
+  return -1;
+}
+
+/* The profiler thread's loop (sheap.c's owner thread, all signals blocked): one file per request. */
 void mprof_dump_serve(void)
 {
   for (;;) {
-    char kind;
-    ssize_t r = request_pipe[0] >= 0 ? read(request_pipe[0], &kind, 1) : -1;
-    if (r == 1) {
-      dump_auto(kind);
-    } else if (r < 0 && errno != EINTR) {
-      for (;;) pause();             /* no triggers: parked for good */
+    while (sem_wait(&requests) != 0) {
     }
+    int k = take_request();
+    if (k >= 0) dump_auto(pending_kind[k]);
   }
 }
 
@@ -198,7 +243,7 @@ void mprof_dump_note_alloc(uint64_t bytes)
     uint64_t next = __atomic_load_n(&next_interval, __ATOMIC_RELAXED);
     if (now >= next && __atomic_compare_exchange_n(&next_interval, &next, now + interval_bytes, false,
                                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-      request('i');
+      request(REQ_INTERVAL);
   }
   mprof_dump_note_inuse((int64_t)bytes);
 }
@@ -214,7 +259,7 @@ void mprof_dump_note_inuse(int64_t delta)
   int64_t step = now / 10 > peak_floor ? now / 10 : peak_floor;
   if (delta > 0 && now > peak &&
       __atomic_compare_exchange_n(&next_peak, &peak, now + step, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-    request('u');
+    request(REQ_PEAK);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -288,6 +333,11 @@ static void leak_report(void)
 
 static void at_exit(void)
 {
+  /* Wait for an automatic dump in progress on the profiler thread and stop any later one: exit must
+   * not cut a file off half written. */
+  pthread_mutex_lock(&dump_lock);
+  exiting = true;
+  pthread_mutex_unlock(&dump_lock);
   if (!mi_prof_is_enabled()) return;
   size_t countdown = mprof_guard_enter();         /* nothing done here is sampled */
   if (mprof_option(MPROF_OPT_FINAL)) dump_auto('f');
@@ -301,17 +351,7 @@ void mprof_dump_init(void)
   interval_bytes = mprof_option(MPROF_OPT_INTERVAL);
   gdump = mprof_option(MPROF_OPT_GDUMP) != 0;
   int sig = (int)mprof_option(MPROF_OPT_SIGNAL);
-  if (interval_bytes != 0 || gdump || sig != 0) {
-    if (pipe2(request_pipe, O_CLOEXEC) != 0) {
-      mprof_warn("cannot create the dump request pipe: %s; interval, peak and signal dumps are off",
-                 strerrorname_np(errno));
-      interval_bytes = 0;
-      gdump = false;
-      sig = 0;
-    } else {
-      fcntl(request_pipe[1], F_SETFL, O_NONBLOCK);
-    }
-  }
+  sem_init(&requests, 0, 0);
   if (sig != 0) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -320,20 +360,17 @@ void mprof_dump_init(void)
     sigemptyset(&sa.sa_mask);
     if (sigaction(sig, &sa, NULL) != 0) mprof_warn("cannot catch signal %d: %s", sig, strerrorname_np(errno));
   }
-  if (mprof_option(MPROF_OPT_FINAL) || mprof_option(MPROF_OPT_LEAK)) atexit(at_exit);
+  if (interval_bytes != 0 || gdump || sig != 0 || mprof_option(MPROF_OPT_FINAL) || mprof_option(MPROF_OPT_LEAK))
+    atexit(at_exit);
 }
 
 void mprof_dump_prefork(void) { pthread_mutex_lock(&dump_lock); }
 void mprof_dump_postfork(void) { pthread_mutex_unlock(&dump_lock); }
 
-/* In a fork child the profiler thread does not exist, and the pipe is the parent's: a request written to
- * it would make the parent dump its own heap.  The child's interval, peak and signal triggers are off
- * (its mi_prof_dump and final dump still work). */
+/* In a fork child the profiler thread does not exist: the child's interval, peak and signal triggers are
+ * off (its mi_prof_dump and final dump still work). */
 void mprof_dump_postfork_child(void)
 {
-  if (request_pipe[0] >= 0) close(request_pipe[0]);
-  if (request_pipe[1] >= 0) close(request_pipe[1]);
-  request_pipe[0] = request_pipe[1] = -1;
   interval_bytes = 0;
   gdump = false;
   mprof_dump_postfork();

@@ -105,8 +105,14 @@ static bool parse_signal(const char *s, uint64_t *out)
     if (strcasecmp(s, names[i].name) == 0) return *out = (uint64_t)names[i].sig, true;
   }
   uint64_t v;
-  if (parse_uint(s, false, &v) && v >= 1 && v <= 64 && v != SIGKILL && v != SIGSTOP) return *out = v, true;
-  return false;
+  /* Not the signals a fault raises (a handler that returns would re-run the faulting instruction
+   * forever), nor those that cannot be caught. */
+  static const int refused[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
+  if (!parse_uint(s, false, &v) || v < 1 || v > 64) return false;
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    if (v == (uint64_t)refused[i]) return false;
+  }
+  return *out = v, true;
 }
 
 static const char *kind_word(opt_kind_t kind)

@@ -147,8 +147,9 @@ static uint64_t now_ns(void)
 /* The stack of the allocation being sampled, interned: its id, or 0 with *why set. */
 static uint64_t sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why)
 {
-  uintptr_t frames[MPROF_BT_MAX_CAP + MPROF_UNWIND_SLACK];
-  size_t depth = mprof_unwind(frames, (size_t)mprof_option(MPROF_OPT_BT_MAX));
+  size_t max = (size_t)mprof_option(MPROF_OPT_BT_MAX);     /* 1..MPROF_BT_MAX_CAP */
+  uintptr_t frames[max + MPROF_UNWIND_SLACK];                 /* 640 bytes at the default: small stacks */
+  size_t depth = mprof_unwind(frames, max);
   if (mprof_unlikely(depth == 0)) {
     *why = MI_PROF_DROP_UNWIND;
     return 0;

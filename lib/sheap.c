@@ -146,7 +146,8 @@ void *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_r
   }
   void *p;
   pthread_mutex_lock(&sheap_lock);
-  if (alignment <= sizeof(void *) * 2) p = zero ? mi_heap_zalloc(sheap, size) : mi_heap_malloc(sheap, size);
+  /* Plain blocks only when no alignment beyond 8 is asked: mimalloc's 8-byte class is only 8-aligned. */
+  if (alignment <= sizeof(void *)) p = zero ? mi_heap_zalloc(sheap, size) : mi_heap_malloc(sheap, size);
   else if (zero) p = mi_heap_zalloc_aligned_at(sheap, size, alignment, 0);   /* _at: see internal.h */
   else p = mi_heap_malloc_aligned_at(sheap, size, alignment, 0);
   pthread_mutex_unlock(&sheap_lock);

@@ -167,7 +167,7 @@ static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
   while (n < max) {
     uintptr_t at = (uintptr_t)fp, record[2];
     if ((at & (sizeof(uintptr_t) - 1)) != 0) break;
-    if (at >= b->lo && at + 2 * sizeof(uintptr_t) <= b->hi) {
+    if (at >= b->lo && at <= b->hi - 2 * sizeof(uintptr_t)) {   /* no `at + 16`: junk near 2^64 wraps */
       record[0] = fp[0];
       record[1] = fp[1];
     } else if (!read_foreign(fp, record)) {

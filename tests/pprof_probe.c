@@ -221,7 +221,7 @@ static void watch_init(void)
   if (slash == NULL) snprintf(dir, sizeof dir, ".");
   else *slash = '\0';
   watch_fd = inotify_init1(IN_CLOEXEC);
-  if (watch_fd < 0 || inotify_add_watch(watch_fd, dir, IN_CLOSE_WRITE) < 0) die("inotify");
+  if (watch_fd < 0 || inotify_add_watch(watch_fd, dir, IN_MOVED_TO) < 0) die("inotify");
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -230,7 +230,8 @@ static bool ends_with(const char *s, const char *tail)
   return n >= t && strcmp(s + n - t, tail) == 0;
 }
 
-/* Waits until `want` "s" files have been closed (blocking read: the test's timeout bounds a hang). */
+/* Waits until `want` "s" files have appeared (automatic dumps are renamed into place when complete;
+ * blocking read: the test's timeout bounds a hang). */
 static void wait_s_files(unsigned want)
 {
   _Alignas(struct inotify_event) char buf[4096];

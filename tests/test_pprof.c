@@ -990,7 +990,8 @@ START_TEST(pprof_triggers_gdump)
 }
 END_TEST
 
-/* Waits for `name` to be closed after writing in the watched directory, while the child's stdout stays
+/* Waits for `name` to appear, complete, in the watched directory (automatic dumps are renamed into
+ * place), while the child's stdout stays
  * open (its end means the child died first: fail rather than wait for the test timeout). */
 static void wait_closed(int watch, const probe_child_t *c, const char *name)
 {
@@ -1038,7 +1039,7 @@ START_TEST(pprof_triggers_signal)
   strcat(prefix, "/prof");
   int watch = inotify_init1(IN_CLOEXEC);
   ck_assert_int_ge(watch, 0);
-  ck_assert_int_ge(inotify_add_watch(watch, dir, IN_CLOSE_WRITE), 0);
+  ck_assert_int_ge(inotify_add_watch(watch, dir, IN_MOVED_TO), 0);
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536", "MIMALLOC_PROF_SIGNAL=USR2",
                         "MIMALLOC_PROF_FINAL=1", prefix, NULL};
   probe_child_t c = start_probe(vars, (const char *const[]){"load", "2", NULL}, true);
