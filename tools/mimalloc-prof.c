@@ -113,12 +113,16 @@ static int move_final(const char *prefix, pid_t pid, const char *out, char *foun
   return 0;
 }
 
-/* A private directory beside `out` (same filesystem, so the final rename works), for -o. */
+/* A private directory beside `out` (same filesystem, so the final rename works), for -o; an absolute
+ * path, since the program may change its working directory before it exits. */
 static bool make_private_dir(const char *out, char *dir, size_t len)
 {
+  char cwd[PATH_MAX] = "";
+  if (out[0] != '/' && getcwd(cwd, sizeof cwd) == NULL) return false;
   const char *slash = strrchr(out, '/');
-  int n = slash == NULL ? snprintf(dir, len, ".mimalloc-prof.XXXXXX")
-                        : snprintf(dir, len, "%.*s/.mimalloc-prof.XXXXXX", (int)(slash - out), out);
+  int n = slash == NULL ? snprintf(dir, len, "%s/.mimalloc-prof.XXXXXX", cwd)
+                        : snprintf(dir, len, "%s%s%.*s/.mimalloc-prof.XXXXXX", cwd, cwd[0] ? "/" : "",
+                                   (int)(slash - out), out);
   return n > 0 && (size_t)n < len && mkdtemp(dir) != NULL;
 }
 
@@ -215,7 +219,8 @@ static int cmd_run(int argc, char **argv)
   int moved = move_final(prefix, pid, out, found, sizeof found);
   if (moved == 0) {
     fprintf(stderr, "%s: heap profile written to %s\n", prog, found);
-    fprintf(stderr, "%s: view it with: %s top %s   or   go tool pprof -top %s\n", prog, prog, found, found);
+    fprintf(stderr, "%s: view it with: %s top %s   or   go tool pprof -top -sample_index=alloc_space %s\n", prog,
+            prog, found, found);
   } else if (moved == -2) {                 /* keep it where it is: the private directory stays */
     fprintf(stderr, "%s: cannot move the profile to %s (%s); it is %s\n", prog, out, strerror(errno), found);
     return code;
@@ -395,7 +400,7 @@ static int cmd_top(int argc, char **argv)
   size_t n = st.n;
   qsort(sites, n, sizeof *sites, by_flat);
   const char *unit = string_at(p, p->sample_type[vi]->unit);
-  printf("%s: %s, %lld %s in %zu samples (period %lld)\n", path, index, (long long)total, unit, p->n_sample,
+  printf("%s: %s, %lld %s over %zu stacks (period %lld)\n", path, index, (long long)total, unit, p->n_sample,
          (long long)p->period);
   printf("%14s %6s %14s %6s  %s\n", "flat", "flat%", "cum", "cum%", "site");
   for (size_t i = 0; i < n && (long)i < top; i++) {
