@@ -269,12 +269,39 @@ static void name_location(writer_t *w, location_t *l)
   l->n_line = 1;
 }
 
-static uint64_t location_id(writer_t *w, uintptr_t pc)
+static size_t loc_slot(const writer_t *w, uintptr_t pc)
 {
   size_t mask = w->loc_cap - 1, i = (size_t)((pc >> 2) * 0x9e3779b97f4a7c15ull >> 20) & mask;
-  for (; w->loc_pc[i] != 0; i = (i + 1) & mask) {
-    if (w->loc_pc[i] == pc) return w->loc_id[i];
+  while (w->loc_pc[i] != 0 && w->loc_pc[i] != pc) i = (i + 1) & mask;
+  return i;
+}
+
+/* The pc -> location index grows with the distinct pcs (stacks share most of their frames, so sizing it
+ * by the total number of frames wasted megabytes of the budget). */
+static bool loc_reserve(writer_t *w)
+{
+  if (w->loc_cap != 0 && (w->n_locations + 1) * 2 <= w->loc_cap) return true;
+  size_t old_cap = w->loc_cap, cap = old_cap ? old_cap * 2 : 1024;
+  uintptr_t *old_pc = w->loc_pc;
+  uint64_t *old_id = w->loc_id;
+  w->loc_pc = wmalloc(w, cap * sizeof(uintptr_t));
+  w->loc_id = wmalloc(w, cap * sizeof(uint64_t));
+  if (w->loc_pc == NULL || w->loc_id == NULL) return false;
+  w->loc_cap = cap;
+  for (size_t k = 0; k < old_cap; k++) {
+    if (old_pc[k] == 0) continue;
+    size_t i = loc_slot(w, old_pc[k]);
+    w->loc_pc[i] = old_pc[k];
+    w->loc_id[i] = old_id[k];
   }
+  return true;
+}
+
+static uint64_t location_id(writer_t *w, uintptr_t pc)
+{
+  if (!loc_reserve(w)) return 0;
+  size_t i = loc_slot(w, pc);
+  if (w->loc_pc[i] == pc) return w->loc_id[i];
   location_t *l = wmalloc(w, sizeof *l);
   if (l == NULL) return 0;
   perftools__profiles__location__init(l);
@@ -442,11 +469,7 @@ static bool build_profile(writer_t *w, profile_t *p, const mprof_snapshot_t *sna
 
   size_t frames = 0;
   for (size_t i = 0; i < snap->n; i++) frames += snap->stack[i].depth;
-  w->loc_cap = 64;
-  while (w->loc_cap < frames * 2) w->loc_cap *= 2;
-  w->loc_pc = wmalloc(w, w->loc_cap * sizeof(uintptr_t));
-  w->loc_id = wmalloc(w, w->loc_cap * sizeof(uint64_t));
-  w->locations = wmalloc(w, (frames ? frames : 1) * sizeof(location_t *));
+  w->locations = wmalloc(w, (frames ? frames : 1) * sizeof(location_t *));   /* pointers: 8 B a frame */
   p->sample = wmalloc(w, (snap->n ? snap->n : 1) * sizeof(sample_t *));
   if (w->failed) return false;
   for (size_t i = 0; i < snap->n; i++) {
