@@ -188,11 +188,30 @@ static int mode_noarena(int argc, char **argv)
   return mode_arena(4096);
 }
 
+/* closefds: a daemon-style program closes every descriptor above 2, makes its own pipe (which gets the
+ * lowest numbers), allocates enough to trigger interval dumps, then reads its message back.  The
+ * profiler's dump requests must not use descriptors the program can close and reuse (they once went
+ * through a pipe: the profiler thread read the program's bytes and the program hung). */
+static int mode_closefds(void)
+{
+  static const char msg[] = "hello through my pipe";
+  for (int fd = 3; fd < 1024; fd++) close(fd);
+  int p[2];
+  if (pipe(p) != 0) die("pipe failed");
+  if (write(p[1], msg, sizeof msg) != (ssize_t)sizeof msg) die("write failed");
+  for (int i = 0; i < 2000; i++) free(malloc(16 << 10));   /* 32 MiB: many interval requests */
+  char back[64] = "";
+  ssize_t n = read(p[0], back, sizeof back);
+  printf("read %zd\nsame %d\n", n, n == (ssize_t)sizeof msg && memcmp(back, msg, sizeof msg) == 0);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) die("usage: prof_probe MODE ...");
   const char *mode = argv[1];
   if (strcmp(mode, "stats") == 0) return mode_stats(argc, argv);
+  if (strcmp(mode, "closefds") == 0) return mode_closefds();
   if (strcmp(mode, "sequence") == 0) return mode_sequence(argc, argv);
   if (strcmp(mode, "budget") == 0) return mode_budget(argc, argv);
   if (strcmp(mode, "arena") == 0) return mode_arena(argc > 2 ? arg_size(argv[2]) : 4096);

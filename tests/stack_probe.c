@@ -573,6 +573,36 @@ static int mode_dlloop(int argc, char **argv)
   return 0;
 }
 
+/* junkfp: malloc called with a frame pointer that holds junk near 2^64 (code built without frame
+ * pointers uses rbp as an ordinary register).  The fp walk must stop, not fault: `at + 16` once wrapped
+ * to 0 and let the read through. */
+static int mode_junkfp(void)
+{
+#if defined(__x86_64__)
+  if (!mi_prof_start_seeded(1, 1)) die("mi_prof_start failed");
+  size_t got = 0;
+  for (int i = 0; i < 100; i++) {
+    void *p;
+    __asm__ volatile("push %%rbp\n\t"
+                     "sub $8, %%rsp\n\t"           /* keep the call 16-byte aligned */
+                     "mov $-16, %%rbp\n\t"
+                     "call malloc@PLT\n\t"
+                     "add $8, %%rsp\n\t"
+                     "pop %%rbp"
+                     : "=a"(p)
+                     : "D"((size_t)100)
+                     : "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "memory", "cc");
+    got += p != NULL;
+    free(p);
+  }
+  mi_prof_stop();
+  printf("allocations %zu\n", got);
+#else
+  printf("allocations 100\n");
+#endif
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) die("usage: stack_probe MODE ...");
@@ -580,6 +610,7 @@ int main(int argc, char **argv)
   const char *mode = argv[1];
   if (strcmp(mode, "chain") == 0) return mode_chain(argc, argv);
   if (strcmp(mode, "coroutine") == 0) return mode_coroutine();
+  if (strcmp(mode, "junkfp") == 0) return mode_junkfp();
   if (strcmp(mode, "own") == 0) return mode_own(argc, argv);
   if (strcmp(mode, "deep") == 0) return mode_deep(argc, argv);
   if (strcmp(mode, "distinct") == 0) return mode_distinct(argc, argv);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -297,6 +298,26 @@ START_TEST(options_arena_none)
 }
 END_TEST
 
+/* Interval dumps in a program that closes every descriptor and reuses the numbers (daemons): its own
+ * pipe must carry its own bytes, and the program must not hang (the request path is descriptor-free).
+ * The probe's working directory is a fresh temporary directory, emptied afterwards. */
+START_TEST(options_dump_requests_use_no_descriptor)
+{
+  char dir[] = "/tmp/mprof-closefds.XXXXXX", prefix[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX=%s/p", dir);
+  probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF=1", "MIMALLOC_PROF_INTERVAL=1m", prefix, NULL},
+                              (const char *const[]){"closefds", NULL});
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  int rc = system(cmd);
+  probe_assert_exit0(&run, NULL);
+  ck_assert_uint_eq(probe_value(&run, "same"), 1);
+  ck_assert_int_eq(rc, 0);
+  probe_run_free(&run);
+}
+END_TEST
+
 Suite *options_suite(void)
 {
   Suite *s = suite_create("options");
@@ -309,6 +330,7 @@ Suite *options_suite(void)
   tcase_add_test(tc, options_budget_drops);
   tcase_add_test(tc, options_arena_fallback);
   tcase_add_test(tc, options_arena_none);
+  tcase_add_test(tc, options_dump_requests_use_no_descriptor);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -125,10 +125,8 @@ END_TEST
 
 /* A function running on a stack of its own (makecontext: coroutines, fibers) mallocs at rate 1: the
  * sample is kept and its stack starts in that function.  libgcc and libunwind follow the unwind tables
- * there; the fp walk is bounded by the thread's stack (pthread_getattr_np), so it rejects the very first
- * frame, which lies outside it, and drops every sample taken on such a stack as
- * MI_PROF_DROP_UNWIND: the bug this test shows (a walk bounded by the stack it starts on would
- * capture them). */
+ * there; the fp walk reads frames outside the thread's stack through process_vm_readv (it used to drop
+ * every such sample as MI_PROF_DROP_UNWIND, which this test found). */
 START_TEST(stacks_coroutine_stack_sampled)
 {
   char failed[256] = "";         /* every unwinder runs; the failing ones are named at the end */
@@ -148,6 +146,19 @@ START_TEST(stacks_coroutine_stack_sampled)
     probe_run_free(&run);
   }
   ck_assert_msg(failed[0] == '\0', "the sample taken on a makecontext stack was lost with:%s", failed);
+}
+END_TEST
+
+/* A frame pointer holding junk near 2^64 (x86-64: code without frame pointers uses rbp freely) stops the
+ * fp walk instead of faulting (`at + 16` used to wrap to 0 and pass the stack-bounds check). */
+START_TEST(stacks_fp_junk_frame_pointer)
+{
+  char var[64];
+  probe_run_t run = run_probe((const char *const[]){unwind_var(var, sizeof var, "fp"), NULL},
+                              (const char *const[]){"junkfp", NULL}, 60);
+  probe_assert_exit0(&run, "fp");
+  ck_assert_uint_eq(probe_value(&run, "allocations"), 100);
+  probe_run_free(&run);
 }
 END_TEST
 
@@ -691,6 +702,7 @@ Suite *stacks_suite(void)
   tcase_add_test(tc, stacks_known_chain_auto);
   tcase_add_test(tc, stacks_known_chain_on_thread);
   tcase_add_test(tc, stacks_coroutine_stack_sampled);
+  tcase_add_test(tc, stacks_fp_junk_frame_pointer);
   tcase_add_test(tc, stacks_own_frames_never_appear);
   tcase_add_test(tc, stacks_truncated_at_cap);
   tcase_add_test(tc, stacks_shallow_not_truncated);
