@@ -29,7 +29,7 @@ extern "C" {
 
 /* Version of this header.  mi_prof_version() gives the library's. */
 #define MI_PROF_VERSION_MAJOR 0
-#define MI_PROF_VERSION_MINOR 1
+#define MI_PROF_VERSION_MINOR 2
 #define MI_PROF_VERSION_PATCH 0
 #define MI_PROF_VERSION \
   (MI_PROF_VERSION_MAJOR * 10000 + MI_PROF_VERSION_MINOR * 100 + MI_PROF_VERSION_PATCH)
@@ -112,8 +112,15 @@ typedef enum mi_prof_drop_reason_e {
   MI_PROF_DROP_NO_ARENA,    /* no address space could be reserved for sampled blocks */
   MI_PROF_DROP_UNWIND,      /* the stack could not be captured */
   MI_PROF_DROP_STACKS,      /* the stack table is full */
-  MI_PROF_DROP_REASONS = 8  /* size of the dropped[] array (room for later reasons) */
+  MI_PROF_DROP_FORK,        /* sampled while another thread was forking: no stack could be taken */
+  MI_PROF_DROP_ARENA_FULL,  /* the sampled-block arena has no room for the block now */
+  MI_PROF_DROP_REASONS = 8  /* size of the dropped[] array */
 } mi_prof_drop_reason_t;
+
+/* A dropped sample is not lost: its weight still counts in every total, under a stack of one
+ * synthetic frame that names the reason.  mi_prof_visit() shows that frame as this value (never a real
+ * code address); heap profiles name it "[mimalloc-prof: dropped (REASON)]". */
+#define MI_PROF_FRAME_DROPPED(reason) ((void *)((uintptr_t)(reason) + 1))
 
 /* Counters of the running (or last) session.  Versioned by size: pass sizeof(mi_prof_stats_t). */
 typedef struct mi_prof_stats_s {
@@ -129,12 +136,20 @@ typedef struct mi_prof_stats_s {
   uint64_t profiler_bytes;   /* profiler memory mapped now (records, tables), bytes */
   uint64_t profiler_bytes_max; /* the budget, MIMALLOC_PROF_MAX_BYTES */
   uint64_t arena_bytes;      /* address space reserved for sampled blocks, 0 if none */
+  /* Since 0.2 (a caller compiled with 0.1's header passes the smaller size and gets the fields above): */
+  uint64_t slow_path_calls;  /* times a thread's sample countdown ran out since start; each thread's
+                              * first allocation is one, so 0 while running means allocations are not
+                              * reaching this library (valgrind's memcheck, a static malloc) */
 } mi_prof_stats_t;
+
+/* sizeof(mi_prof_stats_t) in 0.1, which mi_prof_stats() still accepts. */
+#define MI_PROF_STATS_SIZE_V1 (sizeof(mi_prof_stats_t) - sizeof(uint64_t))
 
 /**
  * mi_prof_stats() - read the counters.
  * @stats: filled in.
- * @size: sizeof(mi_prof_stats_t) as the caller was compiled with.
+ * @size: sizeof(mi_prof_stats_t) as the caller was compiled with (this header's, or
+ *        MI_PROF_STATS_SIZE_V1 for a caller built against 0.1: only the fields it knows are written).
  * Return: true; false with errno EINVAL (stats NULL or size not a known version) or ENOTSUP.
  *   Works while stopped (counts of the last session, sample_rate 0).
  * Thread safety: MT-Safe.  The record counters (samples .. alloc_bytes, untracked_frees) are one

@@ -97,7 +97,7 @@ static uint64_t fx_to_objects(uint64_t fx) { return (fx + MPROF_FX_ONE / 2) / MP
 
 bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
 {
-  if (stats == NULL || size != sizeof(mi_prof_stats_t)) return fail(EINVAL);
+  if (stats == NULL || (size != sizeof(mi_prof_stats_t) && size != MI_PROF_STATS_SIZE_V1)) return fail(EINVAL);
   mprof_totals_t t;
   mi_prof_stats_t st;
   memset(&st, 0, sizeof st);
@@ -116,7 +116,7 @@ bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
   st.profiler_bytes = mprof_pmem_mapped();
   st.profiler_bytes_max = mprof_option(MPROF_OPT_MAX_BYTES);
   st.arena_bytes = mprof_sheap_arena_bytes();
-  *stats = st;
+  memcpy(stats, &st, size);          /* a 0.1 caller gets the fields it knows */
   return true;
 }
 

@@ -49,6 +49,8 @@ static const char *const drop_text[MI_PROF_DROP_REASONS] = {
                             "MIMALLOC_PROF_ARENA_SIZE, ulimit -v; or its thread); profiling cannot start",
   [MI_PROF_DROP_UNWIND] = "stack could not be captured",
   [MI_PROF_DROP_STACKS] = "stack table full",
+  [MI_PROF_DROP_FORK] = "sampled while another thread was forking",
+  [MI_PROF_DROP_ARENA_FULL] = "the sampled-block arena is full",
 };
 
 void mprof_drop(mi_prof_drop_reason_t why)

@@ -406,7 +406,8 @@ static void add_comments(writer_t *w, profile_t *p, const mprof_pprof_meta_t *me
   static const char *const drop_name[MI_PROF_DROP_REASONS] = {
     [MI_PROF_DROP_MEMORY] = "memory", [MI_PROF_DROP_TOO_LARGE] = "too_large",
     [MI_PROF_DROP_ALIGNMENT] = "alignment", [MI_PROF_DROP_NO_ARENA] = "no_arena",
-    [MI_PROF_DROP_UNWIND] = "unwind", [MI_PROF_DROP_STACKS] = "stacks"};
+    [MI_PROF_DROP_UNWIND] = "unwind", [MI_PROF_DROP_STACKS] = "stacks", [MI_PROF_DROP_FORK] = "fork",
+    [MI_PROF_DROP_ARENA_FULL] = "arena_full"};
   char line[256];
   p->comment = wmalloc(w, 4 * sizeof(int64_t));
   if (p->comment == NULL) return;

@@ -550,12 +550,19 @@ START_TEST(observer_stats_struct)
   errno = 0;
   ck_assert(!mi_prof_stats(NULL, sizeof st));
   ck_assert_int_eq(errno, EINVAL);
-  static const size_t bad_sizes[] = {0, sizeof st - 8, sizeof st + 8, sizeof st * 2};
+  /* sizeof st and MI_PROF_STATS_SIZE_V1 (= sizeof st - 8) are the known versions. */
+  static const size_t bad_sizes[] = {0, sizeof st - 16, sizeof st + 8, sizeof st * 2};
   for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++) {
     errno = 0;
     ck_assert(!mi_prof_stats(&st, bad_sizes[i]));
     ck_assert_int_eq(errno, EINVAL);
   }
+
+  /* A 0.1 caller's smaller struct is filled up to its size, and not one byte beyond. */
+  unsigned char v1[sizeof st + 8];
+  memset(v1, 0xa5, sizeof v1);
+  ck_assert(mi_prof_stats((mi_prof_stats_t *)(void *)v1, MI_PROF_STATS_SIZE_V1));
+  for (size_t i = MI_PROF_STATS_SIZE_V1; i < sizeof v1; i++) ck_assert_uint_eq(v1[i], 0xa5);
 
   observe();
   ck_assert(mi_prof_start_seeded(C20_RATE, SEED));

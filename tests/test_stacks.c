@@ -492,7 +492,7 @@ START_TEST(stacks_stats_struct_with_stacks)
   ck_assert(!mi_prof_stats(NULL, sizeof st));
   ck_assert_int_eq(errno, EINVAL);
   errno = 0;
-  ck_assert(!mi_prof_stats(&st, sizeof st - sizeof(uint64_t)));
+  ck_assert(!mi_prof_stats(&st, sizeof st - 2 * sizeof(uint64_t)));
   ck_assert_int_eq(errno, EINVAL);
   errno = 0;
   ck_assert(!mi_prof_stats(&st, sizeof st + sizeof(uint64_t)));
