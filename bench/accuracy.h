@@ -1,0 +1,78 @@
+/* accuracy.h - what bench/accuracy_work.c (the C workloads) and bench/accuracy_cxx.cc (the C++ sites)
+ * share: the allocation sites, and the exact truth each run keeps about them.
+ *
+ * A site is one exported, never-inlined function of the workload program that calls the allocator
+ * directly, named site_<name>: the library names the innermost frame of each sample with dladdr, so
+ * the profile attributes every sample to its site by that name.  ACC_SITES lists them; a name here
+ * that no function has shows up in the report as a site that is never seen (estimate 0).
+ *
+ * Truth: for every allocation the workload counts, per site, 1 object and its size s (the size the
+ * library is documented to count: calloc n*size, aligned requests the requested size, C++ new the size
+ * operator new is called with, realloc its new size), and the variance the estimator has under the
+ * documented sampling rule: sampled with p = 1 - exp(-s/R) independently of every other allocation,
+ * weight 1/p objects and s/p bytes, so one allocation contributes variance (1-p)/p objects^2 and
+ * s^2 (1-p)/p bytes^2, and p expected samples.  In-use truth is counted the same way over the blocks
+ * still live when the profile is written.  Each thread counts into its own table (acc_flush adds it to
+ * the program's), so counting takes no lock.
+ */
+#ifndef ACCURACY_H
+#define ACCURACY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exported (named by dladdr: the program is linked with -rdynamic), never inlined or folded. */
+#define ACC_SITE __attribute__((noinline, used, visibility("default")))
+
+#define ACC_SITES(X)                                                                                  \
+  X(sizes_small) X(sizes_medium) X(sizes_large) X(sizes_huge)                                         \
+  X(churn)                                                                                            \
+  X(calloc_array) X(calloc_one) X(calloc_tiny)                                                        \
+  X(aligned_posix) X(aligned_c11) X(aligned_memalign)                                                 \
+  X(cxx_new) X(cxx_new_array) X(cxx_new_aligned) X(cxx_new_nothrow)                                   \
+  X(xthread_small) X(xthread_big)                                                                     \
+  X(varied)                                                                                           \
+  X(restart_old) X(restart_both) X(restart_new) X(restart_warmup) X(restart_worker)                   \
+  X(rip_malloc) X(rip_grow1) X(rip_grow2)                                                             \
+  X(mx_malloc) X(mx_grow) X(mx_grow2) X(mx_shrink) X(mx_shrink2) X(mx_array) X(mx_array2)             \
+  X(bun_small) X(bun_large)                                                                           \
+  X(tiny_kept) X(tiny_freed)                                                                          \
+  X(round_1) X(round_2) X(round_3) X(round_5)                                                         \
+  X(fork_worker)
+
+enum {
+#define X(name) ACC_##name,
+  ACC_SITES(X)
+#undef X
+  ACC_NSITES
+};
+
+extern uint64_t acc_rate;   /* the sample rate of the session whose allocations are counted, bytes */
+
+void acc_start(uint64_t rate, uint64_t seed);   /* mi_prof_start_seeded; sets acc_rate */
+void acc_use(int site);                  /* the run reports this site (its truth may be all 0) */
+void acc_no_truth(int site);             /* ... but its estimate has no known expectation */
+void acc_alloc(int site, size_t size);   /* one allocation of `size` bytes at `site`, counted */
+void acc_keep(void *p, size_t size, int site);   /* a counted block that stays live until the dump */
+void acc_flush(void);                    /* adds this thread's counts to the program's */
+void acc_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* a line for the truth */
+void *acc_check(void *p);                /* dies when p is NULL; touches one byte of the block */
+void acc_die(const char *what) __attribute__((noreturn));
+
+/* The workloads with threads (accuracy_threads.c) and the C++ one (accuracy_cxx.cc).  `div` divides
+ * their sizes (QUICK=1). */
+void acc_w_xthread(uint64_t rate, uint64_t seed, size_t div);
+void acc_w_restart(uint64_t rate, uint64_t seed, size_t div);
+void acc_w_fork(uint64_t rate, uint64_t seed, size_t div);
+void acc_w_cxx(uint64_t rate, uint64_t seed, size_t div);
+size_t acc_scaled(size_t n, size_t div, size_t min);   /* max(n / div, min) */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
