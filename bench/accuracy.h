@@ -10,10 +10,11 @@
  * library is documented to count: calloc n*size, aligned requests the requested size, C++ new the size
  * operator new is called with, realloc its new size), and the variance the estimator has under the
  * documented sampling rule: sampled with p = 1 - exp(-s/R) independently of every other allocation,
- * weight 1/p objects and s/p bytes, so one allocation contributes variance (1-p)/p objects^2 and
- * s^2 (1-p)/p bytes^2, and p expected samples.  In-use truth is counted the same way over the blocks
- * still live when the profile is written.  Each thread counts into its own table (acc_flush adds it to
- * the program's), so counting takes no lock.
+ * weight w = 1/p objects or s/p bytes, so one allocation contributes variance (1-p)/p objects^2 and
+ * s^2 (1-p)/p bytes^2, third cumulant w^3 p (1-p) (1-2p) (how skewed the estimate is), and p expected
+ * samples.  In-use truth is counted the same way over the blocks still live when the profile is
+ * written.  Each thread counts into its own table (acc_flush adds it to the program's), so counting
+ * takes no lock.
  */
 #ifndef ACCURACY_H
 #define ACCURACY_H

@@ -208,7 +208,7 @@ void acc_w_restart(uint64_t rate, uint64_t seed, size_t div)
 
 /* ---------------------------------------------------------------------------------------------------
    fork: 4 threads allocate 256-byte blocks (1 in 64 kept, up to 4096 each) while main forks 100 times
-   back to back; each child exits at once.
+   back to back; each child exits at once and is reaped after the last fork.
 --------------------------------------------------------------------------------------------------- */
 
 #define FORK_WORKERS 4
@@ -244,12 +244,14 @@ void acc_w_fork(uint64_t rate, uint64_t seed, size_t div)
   if (pthread_barrier_init(&fork_go, NULL, FORK_WORKERS + 1) != 0) acc_die("pthread_barrier_init");
   for (int i = 0; i < FORK_WORKERS; i++) create(&t[i], fork_worker, NULL);
   pthread_barrier_wait(&fork_go);
-  for (int i = 0; i < FORKS; i++) {
+  for (int i = 0; i < FORKS; i++) {   /* back to back: the children are reaped afterwards */
     pid_t pid = fork();
     if (pid < 0) acc_die("fork");
     if (pid == 0) _exit(0);             /* no atexit handler, no dump */
+  }
+  for (int i = 0; i < FORKS; i++) {
     int status;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) acc_die("waitpid");
+    if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) acc_die("wait");
   }
   atomic_store(&fork_stop, true);
   uint64_t total = 0;

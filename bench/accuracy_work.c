@@ -8,10 +8,11 @@
  *   prints the truth on stdout:
  *
  *     workload NAME / rate R / seed S
- *     site NAME AO AB IO IB VAO VAB VIO VIB EA EI [notruth]
- *         true alloc_objects, alloc_space, inuse_objects, inuse_space; the theoretical variance of the
- *         estimate of each (see accuracy.h); expected samples among the allocations and among the live
- *         blocks.  "notruth": the site's estimate has no known expectation (not gated).
+ *     site NAME AO AB IO IB V... K... EA EI [notruth]
+ *         true alloc_objects, alloc_space, inuse_objects, inuse_space; the theoretical variance (4 V)
+ *         and third cumulant (4 K) of the estimate of each (see accuracy.h); expected samples among the
+ *         allocations and among the live blocks.  "notruth": the site's estimate has no known
+ *         expectation (not gated).
  *     group NAME SITE...          a row for the sum of these sites
  *     share NAME NUM SITE...      a row for site NUM's share of NUM + SITE... (each sample type)
  *     accept LABEL ROW TYPE rel|abs TOL   an acceptance check of issue 10 on a row
@@ -56,6 +57,7 @@ enum { AO, AB, IO, IB };              /* alloc_objects, alloc_space, inuse_objec
 typedef struct tally_s {
   uint64_t n[4];                      /* true counts, in the order above */
   double   var[4];                    /* variance of the estimate of each */
+  double   k3[4];                     /* its third cumulant (how skewed it is) */
   double   expect[2];                 /* expected samples: among allocations, among live blocks */
 } tally_t;
 
@@ -73,15 +75,20 @@ static bool site_used[ACC_NSITES], site_no_truth[ACC_NSITES];
 
 void acc_use(int site) { site_used[site] = true; }
 
-/* One block of `size` bytes into t's counts (base AO: allocated, IO: live). */
+/* One block of `size` bytes into t's counts (base AO: allocated, IO: live).  Its estimate is w B with
+ * B ~ Bernoulli(p) and w = 1/p objects or s/p bytes: variance w^2 p (1-p), third cumulant
+ * w^3 p (1-p) (1-2p). */
 static void count(tally_t *t, int base, size_t size)
 {
   double s = (double)size, x = s / (double)acc_rate;
   double p = -expm1(-x), odds = exp(-x) / p;          /* p and (1-p)/p, accurate at both ends */
+  double k3 = odds * (1 - 2 * p) / p;                 /* (1-p)(1-2p)/p^2 */
   t->n[base] += 1;
   t->n[base + 1] += size;
   t->var[base] += odds;
   t->var[base + 1] += s * s * odds;
+  t->k3[base] += k3;
+  t->k3[base + 1] += s * s * s * k3;
   t->expect[base / 2] += p;
 }
 
@@ -92,7 +99,8 @@ void acc_flush(void)
   pthread_mutex_lock(&tally_lock);
   for (int s = 0; s < ACC_NSITES; s++) {
     tally_t *from = &thread_tally[s];
-    for (int k = 0; k < 4; k++) tally[s].n[k] += from->n[k], tally[s].var[k] += from->var[k];
+    for (int k = 0; k < 4; k++)
+      tally[s].n[k] += from->n[k], tally[s].var[k] += from->var[k], tally[s].k3[k] += from->k3[k];
     for (int k = 0; k < 2; k++) tally[s].expect[k] += from->expect[k];
     memset(from, 0, sizeof *from);
   }
@@ -142,9 +150,11 @@ static void print_truth(const char *workload, uint64_t rate, uint64_t seed)
   for (int s = 0; s < ACC_NSITES; s++) {
     if (!site_used[s]) continue;
     const tally_t *t = &tally[s];
-    printf("site %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %.17g %.17g %.17g %.17g %.17g %.17g%s\n",
-           site_name[s], t->n[AO], t->n[AB], t->n[IO], t->n[IB], t->var[AO], t->var[AB], t->var[IO],
-           t->var[IB], t->expect[0], t->expect[1], site_no_truth[s] ? " notruth" : "");
+    printf("site %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64, site_name[s], t->n[AO], t->n[AB], t->n[IO],
+           t->n[IB]);
+    for (int k = 0; k < 4; k++) printf(" %.17g", t->var[k]);
+    for (int k = 0; k < 4; k++) printf(" %.17g", t->k3[k]);
+    printf(" %.17g %.17g%s\n", t->expect[0], t->expect[1], site_no_truth[s] ? " notruth" : "");
   }
   fputs(lines, stdout);
 }
@@ -265,7 +275,7 @@ static void w_sizes(uint64_t rate, uint64_t seed, size_t div)
   blocks(site_sizes_huge, ACC_sizes_huge, 4, 24 << 20);
 }
 
-/* A window of 16384 live blocks of 16..4096 bytes; each step frees a random slot and refills it. */
+/* A window of 16384 live blocks of 256..4096 bytes; each step frees a random slot and refills it. */
 #define CHURN_WINDOW 16384
 static struct { void *p; size_t size; } window[CHURN_WINDOW];
 
@@ -276,7 +286,7 @@ static void w_churn(uint64_t rate, uint64_t seed, size_t div)
   size_t steps = acc_scaled(400000, div, CHURN_WINDOW);
   for (size_t i = 0; i < steps; i++) {
     uint64_t x = next_random();
-    size_t slot = i < CHURN_WINDOW ? i : (size_t)(x >> 32) % CHURN_WINDOW, size = 16 + (size_t)(x % 4081);
+    size_t slot = i < CHURN_WINDOW ? i : (size_t)(x >> 32) % CHURN_WINDOW, size = 256 + (size_t)(x % 3841);
     free(window[slot].p);
     window[slot].p = acc_check(site_churn(size));
     window[slot].size = size;
@@ -324,17 +334,21 @@ static void w_aligned(uint64_t rate, uint64_t seed, size_t div)
   }
 }
 
-/* Widely varying sizes on one stack: log-uniform over 1 B .. 1 MiB. */
+/* Widely varying sizes on one stack: 8 B .. 1 MiB with density proportional to 1/s^2, so that every
+ * octave holds the same bytes (and gets the same expected samples: ~8 per octave per run at rate
+ * 524288) while the small sizes are many.  Log-uniform sizes would leave the object estimate to a
+ * rare sample of a small block weighing thousands of objects (a skewed, unusable row). */
 static void w_varied(uint64_t rate, uint64_t seed, size_t div)
 {
+  const double lo = 8, hi = 1 << 20;
   acc_start(rate, seed);
   acc_use(ACC_varied);
-  for (size_t i = 0, n = acc_scaled(2000, div, 1); i < n; i++) {
+  for (size_t i = 0, n = acc_scaled(700000, div, 1); i < n; i++) {
     double u = (double)(next_random() >> 11) * 0x1.0p-53;
-    size_t size = (size_t)exp(u * log(1 << 20));
-    void *p = acc_check(site_varied(size ? size : 1));
-    acc_alloc(ACC_varied, size ? size : 1);
-    keep_or_free(i, p, size ? size : 1, ACC_varied);
+    size_t size = (size_t)(1 / (1 / lo - u * (1 / lo - 1 / hi)));
+    void *p = acc_check(site_varied(size));
+    acc_alloc(ACC_varied, size);
+    keep_or_free(i, p, size, ACC_varied);
   }
 }
 
