@@ -405,13 +405,15 @@ static double chi2_quantile(double k, double zq)
 static stat_t row_stat(const config_t *c, const row_t *r, int k)
 {
   stat_t st = {0};
-  double n = (double)c->seeds, sum_d = 0, sum_t = 0, sum_e = 0, sum_v = 0, sum_k3 = 0, sum_x = 0, misses = 0;
+  double n = (double)c->seeds, sum_d = 0, sum_t = 0, sum_e = 0, sum_v = 0, sum_k3 = 0, sum_x = 0;
+  double blocks = 0, misses = 0;
   bool all_exact = true;
   for (size_t s = 0; s < c->seeds; s++) {
     const obs_t *o = &r->obs[s];
     double d = o->est[k] - o->truth[k];
     sum_d += d, sum_t += o->truth[k], sum_e += o->est[k], sum_v += o->var[k], sum_k3 += o->k3[k];
     sum_x += o->expect[k / 2];
+    blocks += o->truth[k / 2 * 2];
     misses += o->truth[k / 2 * 2] - o->expect[k / 2];   /* blocks - expected samples */
     all_exact &= d == 0;
   }
@@ -436,7 +438,7 @@ static stat_t row_stat(const config_t *c, const row_t *r, int k)
    * moves by g (z^2 - 1) / 6 (Cornish-Fisher, first order): the false-alarm probability of the row.
    * Rows whose blocks are all but certainly sampled are exact except when a block is missed, which
    * then gives a huge |z|: their false-alarm probability is that of a miss, 1 - exp(-misses). */
-  st.near_certain = !st.t && misses < 1;
+  st.near_certain = !st.t && blocks > 0 && misses < 1;
   if (st.near_certain) {
     st.skew = st.sd_theory > 0 ? sum_k3 / n / pow(st.sd_theory, 3) / sqrt(n) : 0;
     st.p_alarm = -expm1(-misses);
@@ -491,7 +493,7 @@ static void report_config(const config_t *c, totals_t *tot)
         print_num(NAN), print_num(st.mean);
         printf(" %7s %7s", "-", "-");
         print_num(st.sd_meas), print_num(NAN);
-        printf(" %6s %9s %5s  %s\n", "-", "-", "-", r->kind == ROW_SITE || r->kind == ROW_TOTAL ? "no truth" : "");
+        printf(" %6s %9s %5s  no truth\n", "-", "-", "-");
         continue;
       }
       print_num(st.truth), print_num(st.mean), print_pct(st.bias, 7);
@@ -531,7 +533,15 @@ static void report_checks(const config_t *c, totals_t *tot)
     double off = k->relative ? st.mean / st.truth - 1 : st.mean - st.truth;
     bool ok = fabs(off) <= k->tol;
     if (!ok) tot->checks_failed++;
-    double se = st.sd_meas / sqrt((double)c->seeds);   /* standard error of the mean */
+    /* Standard error of the mean, or, for a ratio of means R = mean(est) / mean(truth), the delta
+     * method's sd(est_i - R truth_i) / (sqrt(N) mean(truth)) (the truth may vary between runs). */
+    double n = (double)c->seeds, ratio = st.mean / st.truth, ss = 0;
+    for (size_t s = 0; s < c->seeds; s++) {
+      double e = k->relative ? r->obs[s].est[k->type] - ratio * r->obs[s].truth[k->type]
+                             : r->obs[s].est[k->type] - st.mean;
+      ss += e * e;
+    }
+    double se = sqrt(ss / (n - 1)) / sqrt(n);
     if (k->relative)
       printf("%s %-38s %s: %s %s: mean %.4g / truth %.4g = %.3fx +/- %.3f (limit %.0f%%)\n",
              ok ? "PASS" : "FAIL", k->label, c->label, r->name, type_name[k->type], st.mean, st.truth,
