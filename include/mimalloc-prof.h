@@ -135,15 +135,22 @@ typedef struct mi_prof_stats_s {
   uint64_t untracked_frees;  /* sampled blocks freed behind the library's back (seen when reused) */
   uint64_t profiler_bytes;   /* profiler memory mapped now (records, tables), bytes */
   uint64_t profiler_bytes_max; /* the budget, MIMALLOC_PROF_MAX_BYTES */
-  uint64_t arena_bytes;      /* address space reserved for sampled blocks, 0 if none */
+  uint64_t arena_bytes;      /* address space the sampled-block arena has mapped now, bytes (it maps
+                              * 1 MiB chunks as sampled blocks need them; 0 before the first start) */
   /* Since 0.2 (a caller compiled with 0.1's header passes the smaller size and gets the fields above): */
   uint64_t slow_path_calls;  /* times a thread's sample countdown ran out since start; each thread's
                               * first allocation is one, so 0 while running means allocations are not
                               * reaching this library (valgrind's memcheck, a static malloc) */
+  uint64_t arena_limit_bytes;    /* most address space sampled blocks may use: MIMALLOC_PROF_ARENA_SIZE
+                                  * clipped to the platform (0 before the first start) */
+  uint64_t arena_resident_bytes; /* the arena's memory that may be resident: pages touched and not yet
+                                  * given back, its bookkeeping included (an upper bound on its RSS) */
+  uint64_t sampled_bytes;        /* usable bytes of the live sampled blocks (what the program holds in
+                                  * the arena; arena_resident_bytes - sampled_bytes is overhead) */
 } mi_prof_stats_t;
 
 /* sizeof(mi_prof_stats_t) in 0.1, which mi_prof_stats() still accepts. */
-#define MI_PROF_STATS_SIZE_V1 (sizeof(mi_prof_stats_t) - sizeof(uint64_t))
+#define MI_PROF_STATS_SIZE_V1 offsetof(mi_prof_stats_t, slow_path_calls)
 
 /**
  * mi_prof_stats() - read the counters.

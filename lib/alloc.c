@@ -80,8 +80,8 @@ MPROF_EXPORT void *calloc(size_t count, size_t size)
   return mprof_alloc_slow(total, 0, true);
 }
 
-/* realloc counts the new size as an allocation.  A sampled block always goes to the slow path, which
- * keeps its record right (in place: new size; moved: free + allocation; see sampler.c). */
+/* realloc is the allocation of its new size and the free of the old block (slow.c): it charges the
+ * countdown like malloc.  A block that may be sampled always goes to the slow path. */
 MPROF_EXPORT void *realloc(void *p, size_t size)
 {
   if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mi_realloc(p, size);
@@ -90,7 +90,8 @@ MPROF_EXPORT void *realloc(void *p, size_t size)
 
 MPROF_EXPORT size_t malloc_usable_size(void *p)
 {
-  return mi_usable_size(p);   /* sampled blocks are mimalloc blocks too: exact for both */
+  if (mprof_unlikely(mprof_maybe_sampled(p))) return mprof_usable_size_slow(p);
+  return mi_usable_size(p);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -188,7 +189,7 @@ MPROF_EXPORT void *reallocf(void *p, size_t size)
 
 MPROF_EXPORT void cfree(void *p) { free(p); }
 MPROF_EXPORT void vfree(void *p) { free(p); }
-MPROF_EXPORT size_t malloc_size(const void *p) { return mi_usable_size(p); }
+MPROF_EXPORT size_t malloc_size(const void *p) { return malloc_usable_size((void *)(uintptr_t)p); }
 MPROF_EXPORT size_t malloc_good_size(size_t size) { return mi_good_size(size); }
 
 /* The Windows name mimalloc also exports: (size, alignment). */

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -24,33 +25,46 @@ static bool fail(int err)
 
 static bool in_callback(void) { return mprof_tls.guard != 0; }
 
+/* The API's lock, with the guard up while it is held: a signal handler that interrupts an API call and
+ * frees a sampled block has that free deferred, never taking a profiler lock this thread holds. */
+static size_t api_enter(void)
+{
+  size_t countdown = mprof_guard_enter();
+  pthread_mutex_lock(&api_lock);
+  return countdown;
+}
+
+static void api_leave(size_t countdown)
+{
+  pthread_mutex_unlock(&api_lock);
+  mprof_guard_leave(countdown);
+}
+
 static bool start(size_t sample_rate, uint64_t seed)
 {
   if (in_callback()) return fail(EDEADLK);
   uint64_t rate = sample_rate != 0 ? sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE);
   if (rate < 1 || rate > ((uint64_t)1 << 40)) return fail(EINVAL);
-  pthread_mutex_lock(&api_lock);
+  size_t countdown = api_enter();                /* what priming the unwinder allocates is not sampled */
   if (running) {
-    pthread_mutex_unlock(&api_lock);
+    api_leave(countdown);
     return fail(EALREADY);
   }
   if (!mprof_sheap_init()) {
     mprof_drop(MI_PROF_DROP_NO_ARENA);
-    pthread_mutex_unlock(&api_lock);
+    api_leave(countdown);
     return fail(ENOMEM);
   }
-  size_t countdown = mprof_guard_enter();        /* what priming the unwinder allocates is not sampled */
   mprof_unwind_prime();
-  mprof_guard_leave(countdown);
   session_id++;
   mprof_record_begin((session_id << 1) | 1);     /* fresh counters and stacks, this session only */
   mprof_drops_reset();
+  mprof_sampler_reset_calls();
   mprof_dump_session_begin(rate);
   running = true;
   running_rate = rate;
   mprof_session_publish(session_id, true, rate, seed);
-  pthread_mutex_unlock(&api_lock);
-  mprof_tls.countdown = 0;                       /* the caller samples from its next allocation */
+  api_leave(0);                                  /* countdown 0: the caller samples from its next allocation */
   return true;
 }
 
@@ -61,16 +75,16 @@ bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed) { return start(samp
 bool mi_prof_stop(void)
 {
   if (in_callback()) return fail(EDEADLK);
-  pthread_mutex_lock(&api_lock);
+  size_t countdown = api_enter();
   if (!running) {
-    pthread_mutex_unlock(&api_lock);
+    api_leave(countdown);
     return fail(EALREADY);
   }
   session_id++;
   running = false;
   mprof_session_publish(session_id, false, 0, 0);
   mprof_record_end();                            /* frees every record */
-  pthread_mutex_unlock(&api_lock);
+  api_leave(countdown);
   return true;
 }
 
@@ -83,13 +97,14 @@ int mi_prof_version(void) { return MI_PROF_VERSION; }
 bool mi_prof_reset(void)
 {
   if (in_callback()) return fail(EDEADLK);
-  pthread_mutex_lock(&api_lock);
+  size_t countdown = api_enter();
   bool ok = running;
   if (ok) {
     mprof_record_reset_alloc();
     mprof_drops_reset();
+    mprof_sampler_reset_calls();
   }
-  pthread_mutex_unlock(&api_lock);
+  api_leave(countdown);
   return ok ? true : fail(EALREADY);
 }
 
@@ -101,10 +116,12 @@ bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
   mprof_totals_t t;
   mi_prof_stats_t st;
   memset(&st, 0, sizeof st);
-  pthread_mutex_lock(&api_lock);
+  mprof_sheap_usage_t heap = {0};
+  size_t countdown = api_enter();
   mprof_record_totals(&t);
   st.sample_rate = running ? running_rate : 0;
-  pthread_mutex_unlock(&api_lock);
+  if (mprof_sheap_init_done()) mprof_sheap_usage(&heap);
+  api_leave(countdown);
   st.samples = t.samples;
   st.live_samples = t.live;
   st.inuse_objects = fx_to_objects(t.inuse_obj_fx);
@@ -115,7 +132,11 @@ bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
   st.untracked_frees = t.untracked_frees;
   st.profiler_bytes = mprof_pmem_mapped();
   st.profiler_bytes_max = mprof_option(MPROF_OPT_MAX_BYTES);
-  st.arena_bytes = mprof_sheap_arena_bytes();
+  st.arena_bytes = heap.mapped_bytes;
+  st.arena_limit_bytes = heap.limit_bytes;
+  st.arena_resident_bytes = heap.resident_bytes;
+  st.sampled_bytes = heap.live_bytes;
+  st.slow_path_calls = mprof_sampler_slow_path_calls();
   memcpy(stats, &st, size);          /* a 0.1 caller gets the fields it knows */
   return true;
 }
@@ -123,7 +144,9 @@ bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
 bool mi_prof_debug_stats(size_t *live_records, size_t *live_bytes)
 {
   mprof_totals_t t;
+  size_t countdown = mprof_guard_enter();
   mprof_record_totals(&t);
+  mprof_guard_leave(countdown);
   if (live_records != NULL) *live_records = (size_t)t.live;
   if (live_bytes != NULL) *live_bytes = (size_t)t.live_req_bytes;
   return true;
@@ -133,9 +156,9 @@ bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free
 {
   if (in_callback()) return fail(EDEADLK);
   mprof_observer_t obs = {on_sample, on_free, arg};
-  pthread_mutex_lock(&api_lock);
+  size_t countdown = api_enter();
   mprof_observer_set(&obs);
-  pthread_mutex_unlock(&api_lock);
+  api_leave(countdown);
   return true;
 }
 
@@ -176,6 +199,16 @@ static void postfork_child(void)
   mprof_dump_postfork_child();
 }
 
+/* At exit: sampling was on, yet no allocation ever reached the library's slow path (every thread's
+ * first allocation does): malloc is not ours in this process — valgrind's memcheck, a static malloc, a
+ * library that binds its own.  Said once, since the profile would otherwise look like an idle program. */
+static void check_interposed(void)
+{
+  if (mi_prof_is_enabled() && mprof_sampler_slow_path_calls() == 0)
+    mprof_warn("sampling was on, but no allocation reached this library (is malloc replaced, e.g. by "
+               "valgrind's memcheck?): the profile is empty");
+}
+
 /* Runs when the library is loaded (after mimalloc's own initialisation: it is our dependency). */
 __attribute__((constructor)) static void mprof_init(void)
 {
@@ -183,6 +216,7 @@ __attribute__((constructor)) static void mprof_init(void)
   mprof_unwind_init();
   mprof_dump_init();
   pthread_atfork(prefork, postfork_parent, postfork_child);
+  atexit(check_interposed);
   if (mprof_option(MPROF_OPT_PROF) && !mi_prof_start(0) && errno != ENOMEM)   /* ENOMEM: said already */
     mprof_warn("MIMALLOC_PROF=1 but profiling could not start (errno %d)", errno);
 }

@@ -345,6 +345,30 @@ static void at_exit(void)
   mprof_guard_leave(countdown);
 }
 
+/* The profiler thread: every signal blocked, never sampled, never exits; writes requested dumps. */
+static void *profiler_main(void *arg)
+{
+  (void)arg;
+  mprof_tls.guard = 1;
+  mprof_dump_serve();
+}
+
+static void start_profiler_thread(void)
+{
+  sigset_t all, old;
+  pthread_attr_t attr;
+  pthread_t thread;
+  sigfillset(&all);
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, (size_t)256 << 10);
+  pthread_sigmask(SIG_SETMASK, &all, &old);       /* the thread inherits a fully blocked mask */
+  if (pthread_create(&thread, &attr, profiler_main, NULL) != 0)
+    mprof_warn("cannot start the profiler thread: interval, peak and signal dumps are off");
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+}
+
 /* At load (the constructor): the triggers the options ask for. */
 void mprof_dump_init(void)
 {
@@ -360,6 +384,7 @@ void mprof_dump_init(void)
     sigemptyset(&sa.sa_mask);
     if (sigaction(sig, &sa, NULL) != 0) mprof_warn("cannot catch signal %d: %s", sig, strerrorname_np(errno));
   }
+  if (interval_bytes != 0 || gdump || sig != 0) start_profiler_thread();
   if (interval_bytes != 0 || gdump || sig != 0 || mprof_option(MPROF_OPT_FINAL) || mprof_option(MPROF_OPT_LEAK))
     atexit(at_exit);
 }

@@ -32,15 +32,16 @@
  * access.  Only `countdown` is touched by the fast paths; the rest belongs to sampler.c.  Keep it small:
  * a library loaded with dlopen gets initial-exec TLS from glibc's small static-TLS surplus. */
 typedef struct mprof_tls_s {
-  size_t   countdown;      /* bytes left before this thread takes the slow path */
-  size_t   remaining;      /* bytes of the current sampling interval not yet given to countdown */
-  uint64_t session;        /* session number the interval was drawn in (0 = none yet) */
-  uint64_t rng;            /* xorshift state of the interval generator */
-  uint64_t rate;           /* sample rate in force when the interval was drawn, bytes */
+  size_t   countdown;      /* bytes this thread may allocate before its next sample point, capped */
+  size_t   remaining;      /* bytes of the distance to the sample point not yet given to countdown */
+  uint64_t session;        /* session word the distance was drawn in (0 = none yet) */
+  uint64_t rng;            /* xorshift state of the interval generator and the weights' rounding */
+  uint64_t rate;           /* sample rate in force when the distance was drawn, bytes */
+  void    *deferred;       /* sampled blocks freed while the guard was up, to free when it goes down */
   uint32_t ordinal;        /* thread ordinal, for seeded sessions (0 = not assigned yet) */
   uint32_t guard;          /* nonzero while the profiler itself runs on this thread */
   uint32_t tid;            /* cached gettid() (0 = not yet; reset in a fork child) */
-} mprof_tls_t;             /* 56 bytes of static TLS */
+} mprof_tls_t;             /* 64 bytes of static TLS (x86-64) */
 
 extern __thread mprof_tls_t mprof_tls MPROF_HIDDEN __attribute__((tls_model("initial-exec")));
 

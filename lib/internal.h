@@ -78,11 +78,13 @@ typedef struct mprof_scratch_s {      /* bump allocator for one dump; zero-initi
 void *mprof_scratch_alloc(mprof_scratch_t *s, size_t bytes);   /* zeroed, 16-aligned; NULL: budget */
 void  mprof_scratch_release(mprof_scratch_t *s);
 
-/* "sampler.c": the slow paths the fast paths fall into when a countdown runs out or a block is sampled */
-void *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;
-void *mprof_realloc_slow(void *p, size_t size) MPROF_NOINLINE MPROF_COLD;
-void  mprof_free_slow(void *p) MPROF_NOINLINE MPROF_COLD;
+/* "slow.c": the slow paths the fast paths fall into when a countdown runs out or a block may be sampled */
+void  *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;
+void  *mprof_realloc_slow(void *p, size_t size) MPROF_NOINLINE MPROF_COLD;
+void   mprof_free_slow(void *p) MPROF_NOINLINE MPROF_COLD;
+size_t mprof_usable_size_slow(const void *p) MPROF_NOINLINE MPROF_COLD;
 
+/* "sampler.c": the sampling decision, weights and samples */
 /* The session every thread compares its own against on each slow path.  `word` is (id << 1) | running;
  * rate and seed are written before word (release) and stay fixed for the session. */
 typedef struct mprof_session_s {
@@ -93,32 +95,85 @@ typedef struct mprof_session_s {
 
 extern mprof_session_t mprof_session;
 
-/* Enters the profiler on this thread (the reentrancy guard): returns the countdown to restore on leaving.
- * The fast path keeps charging the countdown while the guard is up; only the slow path knows to serve
- * those allocations unsampled, so leaving puts the countdown back. */
+/* The reentrancy guard.  It is up while the profiler runs on this thread: a sample, the free or realloc
+ * of a sampled block, an observer callback, an API call that takes profiler locks.  An allocation then
+ * (by the profiler, a callback, or a signal handler that interrupted the profiler) is served unsampled;
+ * a free of a sampled block then is deferred until the guard goes down, so no profiler lock is ever
+ * taken twice by one thread; and the countdown is put back when the guard goes down, so what happens
+ * inside never shifts the sampling of the program's own allocations.  The fast paths keep charging the
+ * countdown meanwhile; only the slow paths know to serve those allocations unsampled. */
 static inline size_t mprof_guard_enter(void)
 {
   mprof_tls.guard++;
   return mprof_tls.countdown;
 }
 
+void mprof_guard_drain(mprof_tls_t *t);   /* frees what was deferred; guard still up */
+
 static inline void mprof_guard_leave(size_t countdown)
 {
-  mprof_tls.countdown = countdown;
-  mprof_tls.guard--;
+  mprof_tls_t *t = &mprof_tls;
+  t->countdown = countdown;
+  if (t->guard == 1 && __atomic_load_n(&t->deferred, __ATOMIC_RELAXED) != NULL) mprof_guard_drain(t);
+  t->guard--;
 }
+
 void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t seed);
 void mprof_sampler_postfork_child(void);
+uint64_t mprof_sampler_slow_path_calls(void);
+void     mprof_sampler_reset_calls(void);
+bool     mprof_take_sample(mprof_tls_t *t, size_t size, size_t before);          /* guard up */
+void    *mprof_sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool zero);
+uint64_t mprof_sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why);
+void     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, uint64_t stack_id,
+                             mi_prof_drop_reason_t why);
 
-/* "sheap.c": the sampled-block heap in its exclusive arena */
-#define MPROF_SHEAP_MAX_ALIGN ((size_t)16 << 20)
-bool  mprof_sheap_init(void);                 /* reserves the arena, starts the owner thread; once */
-bool  mprof_sheap_contains(const void *p);    /* exactly: p lies in the sampled-block arena */
-void *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why);
-void  mprof_sheap_free(void *p);
-size_t mprof_sheap_arena_bytes(void);
-void  mprof_sheap_prefork(void);
-void  mprof_sheap_postfork(void);
+/* An unsampled allocation straight from mimalloc (the slow paths' fallback). */
+static inline void *mprof_plain_alloc(size_t size, size_t alignment, bool zero)
+{
+  if (alignment == 0) return zero ? mi_zalloc(size) : mi_malloc(size);
+  return zero ? mprof_mi_zalloc_aligned(size, alignment) : mprof_mi_malloc_aligned(size, alignment);
+}
+
+/* "arena.c": the window of address space that holds every sampled block, claimed a chunk at a time */
+#define MPROF_CHUNK_SHIFT 20
+#define MPROF_CHUNK       ((size_t)1 << MPROF_CHUNK_SHIFT)
+bool   mprof_arena_init(void);                /* the window and its chunk map; false: no window */
+size_t mprof_arena_page(void);
+bool   mprof_arena_contains(const void *p);   /* exactly: p lies in a chunk we mapped (lock-free) */
+bool   mprof_arena_is_pages(const void *p);
+void   mprof_arena_window(uintptr_t *lo, uintptr_t *hi);
+void  *mprof_arena_chunk_alloc(void);          /* sheap.c's page chunks; NULL with errno */
+void   mprof_arena_chunk_free(void *chunk);
+void  *mprof_arena_run_alloc(size_t bytes, size_t align, bool *fresh);   /* NULL: EFBIG, ENOSPC, ENOMEM */
+void   mprof_arena_run_free(void *p);
+void   mprof_arena_run_shrink(void *p, size_t bytes);
+bool   mprof_arena_is_run(const void *p);
+size_t mprof_arena_run_bytes(const void *p);
+void   mprof_arena_purge(void);                /* one purge period passed: unmap runs cached since the last */
+void   mprof_arena_release_cache(void);        /* unmap every cached run */
+size_t mprof_arena_cached_bytes(void);
+size_t mprof_arena_mapped(void);
+
+/* "sheap.c": the sampled-block heap (its own allocator in the arena; lock rank 2) */
+typedef struct mprof_sheap_usage_s {
+  size_t limit_bytes;      /* the arena's window */
+  size_t mapped_bytes;     /* chunks of the arena mapped now */
+  size_t resident_bytes;   /* at most resident: touched pages, live and cached large runs */
+  size_t live_blocks;
+  size_t live_bytes;       /* usable bytes of the live sampled blocks */
+} mprof_sheap_usage_t;
+
+bool   mprof_sheap_init(void);                /* the arena's window (once, under api_lock) */
+bool   mprof_sheap_init_done(void);
+bool   mprof_sheap_contains(const void *p);   /* exactly: p is (or was) a sampled block's memory */
+void  *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why);
+void   mprof_sheap_free(void *p);
+size_t mprof_sheap_usable_size(const void *p);
+bool   mprof_sheap_resize(void *p, size_t size);   /* realloc in place: true if p holds size */
+void   mprof_sheap_usage(mprof_sheap_usage_t *out);
+void   mprof_sheap_prefork(void);
+void   mprof_sheap_postfork(void);
 
 /* "record.c": live sampled blocks, a sharded address -> record table */
 #define MPROF_RECORD_OBSERVED 1u              /* the observer's on_sample saw this block */
@@ -156,7 +211,7 @@ void           mprof_record_begin(uint64_t session_word);
 void           mprof_record_end(void);
 mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word);
 bool           mprof_record_remove(uintptr_t addr, mprof_record_t *out);
-bool           mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof_record_t *now);
+bool           mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint64_t session_word);
 void           mprof_record_totals(mprof_totals_t *out);
 void           mprof_record_totals_locked(mprof_totals_t *out);   /* every shard lock held */
 void           mprof_record_reset_alloc(void);
@@ -177,6 +232,7 @@ typedef struct mprof_stack_s {
 uint64_t       mprof_stack_intern(const uintptr_t *frames, size_t depth, uint64_t session_word,
                                   mi_prof_drop_reason_t *why);
 mprof_stack_t *mprof_stack_get(uint64_t id);
+uint64_t       mprof_stack_dropped(mi_prof_drop_reason_t why);   /* the one-frame "dropped (why)" stack */
 void           mprof_stacks_begin(uint64_t session_word);
 void           mprof_stacks_end(void);
 void           mprof_stacks_reset_alloc(void);

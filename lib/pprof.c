@@ -253,12 +253,29 @@ static uint64_t function_id(writer_t *w, const char *name)
   return w->fn_of_string[sid] = f->id;
 }
 
-/* The name dladdr knows for the code at addr, as the location's one Line. */
-static void name_location(writer_t *w, location_t *l)
+static const char *const drop_name[MI_PROF_DROP_REASONS] = {
+  [MI_PROF_DROP_MEMORY] = "memory", [MI_PROF_DROP_TOO_LARGE] = "too_large",
+  [MI_PROF_DROP_ALIGNMENT] = "alignment", [MI_PROF_DROP_NO_ARENA] = "no_arena",
+  [MI_PROF_DROP_UNWIND] = "unwind", [MI_PROF_DROP_STACKS] = "stacks", [MI_PROF_DROP_FORK] = "fork",
+  [MI_PROF_DROP_ARENA_FULL] = "arena_full"};
+
+static bool is_dropped_frame(uintptr_t pc) { return pc != 0 && pc <= MI_PROF_DROP_REASONS; }
+
+/* The name of the code at the location (dladdr's, or a "dropped" frame's), as its one Line. */
+static void name_location(writer_t *w, location_t *l, uintptr_t pc)
 {
   Dl_info info;
-  if (dladdr((void *)(uintptr_t)l->address, &info) == 0 || info.dli_sname == NULL) return;
-  uint64_t fid = function_id(w, info.dli_sname);
+  char dropped[64];
+  const char *name;
+  if (is_dropped_frame(pc)) {
+    snprintf(dropped, sizeof dropped, "[mimalloc-prof: dropped (%s)]", drop_name[pc - 1] ? drop_name[pc - 1] : "?");
+    name = dropped;
+  } else if (dladdr((void *)(uintptr_t)l->address, &info) != 0 && info.dli_sname != NULL) {
+    name = info.dli_sname;
+  } else {
+    return;
+  }
+  uint64_t fid = function_id(w, name);
   line_t *line = wmalloc(w, sizeof *line);
   line_t **lines = wmalloc(w, sizeof *lines);
   if (fid == 0 || line == NULL || lines == NULL) return;
@@ -306,9 +323,11 @@ static uint64_t location_id(writer_t *w, uintptr_t pc)
   if (l == NULL) return 0;
   perftools__profiles__location__init(l);
   l->id = w->n_locations + 1;
-  l->address = pc - 1;                            /* inside the call instruction */
-  l->mapping_id = mapping_of(w, pc - 1);
-  name_location(w, l);
+  if (!is_dropped_frame(pc)) {
+    l->address = pc - 1;                          /* inside the call instruction */
+    l->mapping_id = mapping_of(w, pc - 1);
+  }
+  name_location(w, l, pc);
   w->locations[w->n_locations++] = l;
   w->loc_pc[i] = pc;
   w->loc_id[i] = l->id;
@@ -403,11 +422,6 @@ static void add_comment(writer_t *w, profile_t *p, const char *text)
 /* Comments: what a reader needs to trust the numbers (rate, unwinder, drops, options). */
 static void add_comments(writer_t *w, profile_t *p, const mprof_pprof_meta_t *meta)
 {
-  static const char *const drop_name[MI_PROF_DROP_REASONS] = {
-    [MI_PROF_DROP_MEMORY] = "memory", [MI_PROF_DROP_TOO_LARGE] = "too_large",
-    [MI_PROF_DROP_ALIGNMENT] = "alignment", [MI_PROF_DROP_NO_ARENA] = "no_arena",
-    [MI_PROF_DROP_UNWIND] = "unwind", [MI_PROF_DROP_STACKS] = "stacks", [MI_PROF_DROP_FORK] = "fork",
-    [MI_PROF_DROP_ARENA_FULL] = "arena_full"};
   char line[256];
   p->comment = wmalloc(w, 4 * sizeof(int64_t));
   if (p->comment == NULL) return;

@@ -198,30 +198,25 @@ bool mprof_record_remove(uintptr_t addr, mprof_record_t *out)
   return found;
 }
 
-/* In-place realloc: the record keeps its object weight and takes the new size, so in-use bytes follow
- * the block and return exactly to zero when it is freed.  Allocated totals do not change (nothing new
- * was allocated). */
-bool mprof_record_resize(uintptr_t addr, size_t size, mprof_record_t *old, mprof_record_t *now)
+/* A sample that could not be recorded (no room for its block or its record): its allocated weight
+ * still counts, in the totals and on the stack (a "dropped" stack), under the shard its stack id picks.
+ * False when the session is over. */
+bool mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint64_t session_word)
 {
-  shard_t *s = shard_of(addr);
-  bool found = false;
+  shard_t *s = &shards[(stack_id * 0x9e3779b97f4a7c15ull) >> 60];
+  bool ok;
   pthread_mutex_lock(&s->lock);
-  if (s->capacity != 0) {
-    mprof_record_t *r = &s->slots[probe(s, addr)];
-    if (r->addr == addr) {
-      *old = *r;
-      uint64_t bytes = (uint64_t)((double)size * (double)r->obj_fx / MPROF_FX_ONE + 0.5);
-      s->totals.live_req_bytes += size - r->size;
-      s->totals.inuse_bytes += bytes - r->inuse_bytes;
-      stack_add(r->stack_id, 0, (int64_t)(bytes - r->inuse_bytes), false);
-      r->size = size;
-      r->inuse_bytes = bytes;
-      *now = *r;
-      found = true;
-    }
+  ok = s->session == session_word;
+  if (ok) {
+    s->totals.samples++;
+    s->totals.alloc_obj_fx += obj_fx;
+    s->totals.alloc_bytes += bytes;
+    mprof_stack_t *e = mprof_stack_get(stack_id);
+    __atomic_fetch_add(&e->alloc_obj_fx, obj_fx, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&e->alloc_bytes, bytes, __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&s->lock);
-  return found;
+  return ok;
 }
 
 void mprof_record_totals_locked(mprof_totals_t *out)

@@ -1,173 +1,528 @@
-/* sheap.c - the sampled-block heap: one mimalloc heap bound to one exclusive arena.
+/* sheap.c - the sampled-block heap: where sampled blocks live, packed tightly.
  *
- * Every sampled block lives in an arena reserved (not committed) when profiling first starts, so free()
- * recognises a sampled block by its address alone and unsampled allocations never land there.  The arena
- * is kept for the life of the process: sampled blocks may outlive any session.
+ * Sampled blocks are served by this small allocator of our own, in the arena's window (arena.c), never by
+ * mimalloc: so free() recognises them by address, their pages are ours to pack and give back, and no
+ * thread has to own them (a mimalloc heap dies with the thread that created it, which made the previous
+ * design park a helper thread in every profiled process; doc/design.md has the evidence).
  *
- * Placement: we map the reservation ourselves, low in the address space (from 4 GiB up, below the 2 TiB
- * where mimalloc starts its own hinted mappings; the kernel puts other mappings near the top), and hand
- * it to mimalloc with mi_manage_os_memory_ex.  With every heap block above the arena, free()'s test is a
- * single comparison with the arena's end (inline.h): one instruction less on every free, which is what
- * brings python3's cost under 1.1%.  If no low address is free, the arena goes anywhere: still correct
- * (the slow path checks the exact range), but frees below it take the slow path; said once on stderr.
+ * Three kinds of block, by size:
+ *   - small (<= 4 KiB, alignment <= a page): slabs of 1..4 pages, one size class each (28 classes,
+ *     16-byte steps to 128 B, then four per power of two).  Blocks are carved from a slab in address
+ *     order as needed, so an untouched part of a slab costs no memory; freed blocks go on the slab's own
+ *     list.  A class keeps a list of its slabs with free blocks; a slab whose last block is freed gives
+ *     its pages back to the chunk at once.
+ *   - medium (<= MEDIUM_MAX): a run of whole pages.
+ *   - large: a run of whole chunks (arena.c), freed runs cached there for reuse.
+ * Slabs and page runs live in "page chunks": 1 MiB chunks whose first pages hold a header with a
+ * descriptor per page and three page bitmaps (free; touched since mapped or purged; stale).
  *
- * The heap is created by a profiler-owned thread that then parks forever with every signal blocked and
- * never allocates; it also writes the interval, peak and signal dumps (dump.c), which allocate only
- * profiler memory.  mimalloc deletes a thread's heaps when the thread exits, so a heap owned by an
- * application thread would die with it (with sampled blocks still live); the owner thread never exits.
- * Any thread allocates from and frees into the heap, always under sheap_lock: mimalloc takes its
- * unsynchronised thread-local paths for blocks of segments stamped with the calling thread, so every
- * access to the heap's pages must be serialised by us.  Sampling is rare, so the lock is cold.
+ * Giving memory back: freed pages stay resident for reuse until they have been free for a whole purge
+ * period (MPROF_PURGE_NS, checked at the next operation on the heap); then madvise(MADV_DONTNEED) returns
+ * them, and a page chunk that stays empty that long is unmapped, as are cached chunk runs (arena.c).  A
+ * busy program reuses warm pages without system calls, and memory it stops using goes back to the
+ * kernel within two periods of its next sample (a program that stops sampling altogether keeps what is
+ * cached then).  When the address space runs out (RLIMIT_AS), everything cached is given back at once and
+ * the request retried.
  *
- * Lock: sheap_lock (rank 2, after api_lock) protects the heap; it is never held while taking another.
+ * Lock: sheap_lock (rank 2 in internal.h) protects all of this and arena.c; it is taken around every
+ * operation and never held while taking another lock.
  */
 #include "internal.h"
 
 #include <errno.h>
-#include <semaphore.h>
-#include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <unistd.h>
+#include <time.h>
 
-uintptr_t mprof_sheap_end;
+#define MAX_PAGES      (MPROF_CHUNK / 4096)       /* descriptors per chunk header: the smallest page */
+#define BITMAP_WORDS   (MAX_PAGES / 64)
+#define SMALL_MAX      4096                       /* largest slab block */
+#define MEDIUM_MAX     (MPROF_CHUNK / 4)          /* largest page run */
+#define MPROF_PURGE_NS ((uint64_t)100 * 1000000)  /* free memory is kept this long for reuse (100 ms) */
 
-static uintptr_t sheap_start;
+enum { PG_FREE, PG_HEADER, PG_SLAB, PG_RUN, PG_TAIL };
+
+typedef struct pdesc_s {
+  uint8_t  kind;       /* PG_* */
+  uint8_t  cls;        /* PG_SLAB: size class */
+  uint16_t npages;     /* PG_SLAB, PG_RUN: pages it spans; PG_TAIL: distance back to its head */
+  uint16_t used;       /* PG_SLAB: blocks handed out */
+  uint16_t extent;     /* PG_SLAB: blocks carved so far (the rest of the slab is untouched) */
+  uint16_t free;       /* PG_SLAB: first freed block + 1, 0 = none */
+  uint32_t prev, next; /* PG_SLAB with free blocks: its class's list, as page references (0 = none) */
+} pdesc_t;             /* 20 bytes */
+
+typedef struct pchunk_s {
+  struct pchunk_s *prev, *next;        /* every page chunk */
+  uint32_t free_pages;
+  uint32_t first_page;                 /* the pages before it hold this header */
+  bool     stale_empty;                /* empty at the last purge */
+  uint64_t free_bits[BITMAP_WORDS];    /* page is free */
+  uint64_t touched_bits[BITMAP_WORDS]; /* page may be resident and nonzero */
+  uint64_t stale_bits[BITMAP_WORDS];   /* page was free and touched at the last purge */
+  pdesc_t  page[MAX_PAGES];
+} pchunk_t;
+
+static const uint16_t class_size[] = {16,   32,   48,   64,   80,   96,   112,  128,  160,  192,
+                                      224,  256,  320,  384,  448,  512,  640,  768,  896,  1024,
+                                      1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096};
+#define CLASSES ((uint8_t)(sizeof class_size / sizeof class_size[0]))
+
 static pthread_mutex_t sheap_lock = PTHREAD_MUTEX_INITIALIZER;
-static mi_heap_t *sheap;
-static mi_arena_id_t sheap_arena;
-static size_t sheap_arena_bytes;
-static int sheap_failed;             /* no arena could be reserved: never try again */
-static sem_t owner_ready;
+static size_t   page;                 /* bytes */
+static size_t   chunk_pages;          /* pages per chunk */
+static uint8_t  slab_pages[CLASSES];  /* pages per slab of each class */
+static uint32_t partial[CLASSES];     /* slabs with free blocks: page reference, 0 = none */
+static pchunk_t *pchunks;             /* every page chunk */
+static uint64_t last_purge;           /* CLOCK_MONOTONIC_COARSE, ns */
+static size_t   live_blocks;
+static size_t   live_bytes;           /* usable bytes of the live blocks */
+static size_t   large_bytes;          /* usable bytes of the live large blocks */
 
-static void *owner_main(void *arg)
+/* ---------------------------------------------------------------------------------------------------
+   Page chunks, descriptors and page references
+--------------------------------------------------------------------------------------------------- */
+
+static inline bool bit(const uint64_t *b, size_t i) { return (b[i / 64] >> (i % 64)) & 1; }
+static inline void bit_set(uint64_t *b, size_t i) { b[i / 64] |= (uint64_t)1 << (i % 64); }
+static inline void bit_clear(uint64_t *b, size_t i) { b[i / 64] &= ~((uint64_t)1 << (i % 64)); }
+
+static inline pchunk_t *chunk_of(const void *p) { return (pchunk_t *)((uintptr_t)p & ~(uintptr_t)(MPROF_CHUNK - 1)); }
+static inline size_t page_index(const pchunk_t *c, const void *p) { return ((uintptr_t)p - (uintptr_t)c) / page; }
+static inline char *page_addr(pchunk_t *c, size_t i) { return (char *)c + i * page; }
+
+/* A page as 32 bits for the slab lists: chunk number in the window << 8 | page index, + 1. */
+static uint32_t ref_of(const pchunk_t *c, size_t i)
 {
-  (void)arg;
-  mprof_tls.guard = 1;               /* nothing this thread does is ever sampled */
-  prctl(PR_SET_NAME, "mprof-sheap", 0, 0, 0);
-  sheap = mi_heap_new_in_arena(sheap_arena);
-  sem_post(&owner_ready);
-  mprof_dump_serve();                /* writes requested dumps, or parks for good; never returns */
+  uintptr_t lo, hi;
+  mprof_arena_window(&lo, &hi);
+  return (uint32_t)(((((uintptr_t)c - lo) >> MPROF_CHUNK_SHIFT) << 8) | i) + 1;
 }
 
-#define LOW_FIRST  ((uintptr_t)4 << 30)       /* lowest address tried */
-#define LOW_LIMIT  ((uintptr_t)1 << 40)       /* the arena ends below 1 TiB */
-
-/* Maps `size` bytes of address space (no access, no swap reservation) at the lowest free candidate
- * address, or returns NULL.  A hint, not MAP_FIXED: the kernel (and valgrind) keep anything already there
- * and return another address, which we give back. */
-static void *map_low(size_t size)
+static pdesc_t *deref(uint32_t ref, pchunk_t **c, size_t *i)
 {
-  for (uintptr_t at = LOW_FIRST; at + size <= LOW_LIMIT; at += size) {
-    void *p = mmap((void *)at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == (void *)at) return p;
-    if (p != MAP_FAILED) munmap(p, size);
+  uintptr_t lo, hi;
+  mprof_arena_window(&lo, &hi);
+  ref--;
+  *c = (pchunk_t *)(lo + ((uintptr_t)(ref >> 8) << MPROF_CHUNK_SHIFT));
+  *i = ref & 0xff;
+  return &(*c)->page[*i];
+}
+
+static pchunk_t *chunk_new(void)
+{
+  pchunk_t *c = mprof_arena_chunk_alloc();
+  if (c == NULL) return NULL;
+  size_t header = (sizeof *c + page - 1) / page;
+  c->first_page = (uint32_t)header;
+  for (size_t i = 0; i < header; i++) {
+    c->page[i].kind = PG_HEADER;
+    bit_set(c->touched_bits, i);
   }
-  return NULL;
+  for (size_t i = header; i < chunk_pages; i++) bit_set(c->free_bits, i);
+  c->free_pages = (uint32_t)(chunk_pages - header);
+  c->next = pchunks;
+  if (pchunks != NULL) pchunks->prev = c;
+  pchunks = c;
+  return c;
 }
 
-static void publish_range(void *start, size_t size)
+static void chunk_delete(pchunk_t *c)
 {
-  sheap_start = (uintptr_t)start;
-  sheap_arena_bytes = size;
-  /* Published before any block can be sampled (the caller releases api_lock afterwards). */
-  __atomic_store_n(&mprof_sheap_end, (uintptr_t)start + size, __ATOMIC_RELEASE);
+  if (c->prev != NULL) c->prev->next = c->next;
+  else pchunks = c->next;
+  if (c->next != NULL) c->next->prev = c->prev;
+  mprof_arena_chunk_free(c);
 }
 
-/* Reserves the arena: the configured size first, then a quarter of it at a time down to 64 MiB (a
- * 64 GiB reservation fails under `ulimit -v` and under valgrind); low placement first at every size. */
-static bool reserve_arena(void)
+static bool chunk_empty(const pchunk_t *c) { return c->free_pages == chunk_pages - c->first_page; }
+
+/* ---------------------------------------------------------------------------------------------------
+   Page runs
+--------------------------------------------------------------------------------------------------- */
+
+/* The first free run of n pages in c that starts at a multiple of `step` pages; 0 if there is none. */
+static size_t run_find(const pchunk_t *c, size_t n, size_t step)
 {
-  size_t first = (size_t)mprof_option(MPROF_OPT_ARENA_SIZE), min = (size_t)64 << 20;
-  for (size_t size = first; size >= min; size /= 4) {
-    void *p = map_low(size);
-    if (p == NULL) continue;
-    if (mi_manage_os_memory_ex(p, size, false /* committed */, false /* large */, true /* zero */,
-                               -1 /* numa */, true /* exclusive */, &sheap_arena)) {
-      publish_range(p, size);
-      return true;
+  size_t i = (c->first_page + step - 1) / step * step;
+  while (i + n <= chunk_pages) {
+    size_t k = 0;
+    while (k < n && bit(c->free_bits, i + k)) k++;
+    if (k == n) return i;
+    i = (i + k + step) / step * step;
+  }
+  return 0;
+}
+
+/* Takes n pages starting at a multiple of `step` pages, from any page chunk or a new one: sets *c and
+ * returns the first page's index, or 0 (errno) when no chunk can be had.  Zeroes pages that may not be
+ * zero when asked; the descriptors say "run" (the caller may retag the head). */
+static size_t run_alloc(size_t n, size_t step, bool zero, pchunk_t **out)
+{
+  pchunk_t *c;
+  size_t i = 0;
+  for (c = pchunks; c != NULL; c = c->next) {
+    if (c->free_pages >= n && (i = run_find(c, n, step)) != 0) break;
+  }
+  if (c == NULL) {
+    if ((c = chunk_new()) == NULL) return 0;
+    if ((i = run_find(c, n, step)) == 0) return 0;   /* cannot happen: n, step fit a fresh chunk */
+  }
+  c->free_pages -= (uint32_t)n;
+  c->stale_empty = false;
+  for (size_t k = 0; k < n; k++) {
+    bit_clear(c->free_bits, i + k);
+    bit_clear(c->stale_bits, i + k);
+    if (zero && bit(c->touched_bits, i + k)) memset(page_addr(c, i + k), 0, page);
+    bit_set(c->touched_bits, i + k);
+    c->page[i + k] = (pdesc_t){.kind = PG_TAIL, .npages = (uint16_t)k};
+  }
+  c->page[i] = (pdesc_t){.kind = PG_RUN, .npages = (uint16_t)n};
+  *out = c;
+  return i;
+}
+
+static void run_free(pchunk_t *c, size_t i)
+{
+  size_t n = c->page[i].npages;
+  for (size_t k = 0; k < n; k++) {
+    c->page[i + k].kind = PG_FREE;
+    bit_set(c->free_bits, i + k);
+  }
+  c->free_pages += (uint32_t)n;
+}
+
+/* The head page of the slab or run that page i belongs to. */
+static size_t head_of(const pchunk_t *c, size_t i) { return c->page[i].kind == PG_TAIL ? i - c->page[i].npages : i; }
+
+/* ---------------------------------------------------------------------------------------------------
+   Slabs
+--------------------------------------------------------------------------------------------------- */
+
+static void partial_push(uint8_t cls, pchunk_t *c, size_t i)
+{
+  pdesc_t *d = &c->page[i];
+  pchunk_t *hc;
+  size_t hi;
+  d->prev = 0;
+  d->next = partial[cls];
+  if (partial[cls] != 0) deref(partial[cls], &hc, &hi)->prev = ref_of(c, i);
+  partial[cls] = ref_of(c, i);
+}
+
+static void partial_remove(uint8_t cls, pdesc_t *d)
+{
+  pchunk_t *oc;
+  size_t oi;
+  if (d->prev != 0) deref(d->prev, &oc, &oi)->next = d->next;
+  else partial[cls] = d->next;
+  if (d->next != 0) deref(d->next, &oc, &oi)->prev = d->prev;
+  d->prev = d->next = 0;
+}
+
+static inline size_t slab_capacity(uint8_t cls) { return slab_pages[cls] * page / class_size[cls]; }
+
+/* Free blocks of a slab are linked by index: a freed block's first two bytes hold the next one + 1. */
+static void *slab_alloc(uint8_t cls, bool zero)
+{
+  pchunk_t *c;
+  size_t i;
+  pdesc_t *d;
+  if (partial[cls] != 0) {
+    d = deref(partial[cls], &c, &i);
+  } else {
+    if ((i = run_alloc(slab_pages[cls], 1, false, &c)) == 0) return NULL;
+    d = &c->page[i];
+    *d = (pdesc_t){.kind = PG_SLAB, .cls = cls, .npages = slab_pages[cls]};
+    partial_push(cls, c, i);
+  }
+  char *block;
+  if (d->free != 0) {
+    block = page_addr(c, i) + (size_t)(d->free - 1u) * class_size[cls];
+    memcpy(&d->free, block, sizeof d->free);
+  } else {
+    block = page_addr(c, i) + (size_t)d->extent++ * class_size[cls];
+  }
+  if (++d->used == slab_capacity(cls)) partial_remove(cls, d);
+  if (zero) memset(block, 0, class_size[cls]);
+  return block;
+}
+
+static void slab_free(pchunk_t *c, size_t i, void *p)
+{
+  pdesc_t *d = &c->page[i];
+  uint8_t cls = d->cls;
+  if (d->used-- == slab_capacity(cls)) partial_push(cls, c, i);
+  if (d->used == 0) {                            /* empty: its pages go back to the chunk */
+    partial_remove(cls, d);
+    run_free(c, i);
+    return;
+  }
+  memcpy(p, &d->free, sizeof d->free);
+  d->free = (uint16_t)(((char *)p - page_addr(c, i)) / class_size[cls] + 1);
+}
+
+/* The smallest class that holds `size` bytes aligned to `alignment` (a power of two, at most a page), or
+ * CLASSES when none does. */
+static uint8_t class_of(size_t size, size_t alignment)
+{
+  for (uint8_t k = 0; k < CLASSES; k++) {
+    if (class_size[k] >= size && class_size[k] % alignment == 0) return k;
+  }
+  return CLASSES;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Giving memory back
+--------------------------------------------------------------------------------------------------- */
+
+static uint64_t coarse_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* madvise(MADV_DONTNEED) for the pages of c set in `mask`, a run at a time; they are then zero. */
+static void release_pages(pchunk_t *c, const uint64_t *mask)
+{
+  for (size_t i = c->first_page; i < chunk_pages;) {
+    if (!bit(mask, i)) {
+      i++;
+      continue;
     }
-    munmap(p, size);
+    size_t k = i;
+    while (k < chunk_pages && bit(mask, k)) bit_clear(c->touched_bits, k++);
+    madvise(page_addr(c, i), (k - i) * page, MADV_DONTNEED);
+    i = k;
   }
-  for (size_t size = first; size >= min; size /= 4) {
-    if (mi_reserve_os_memory_ex(size, false /* commit */, false /* large */, true /* exclusive */,
-                                &sheap_arena) == 0) {
-      size_t area = 0;
-      void *start = mi_arena_area(sheap_arena, &area);
-      if (start == NULL || area == 0) return false;
-      mprof_warn("no low address range for sampled blocks; frees of ordinary blocks below %p take the "
-                 "slow path", start);
-      publish_range(start, area);
-      return true;
-    }
-  }
-  return false;
 }
 
-static bool start_owner(void)
+/* Gives back what has been free since the last purge (or everything free, when `all`). */
+static void purge(bool all)
 {
-  sigset_t all, old;
-  pthread_attr_t attr;
-  pthread_t thread;
-  if (sem_init(&owner_ready, 0, 0) != 0) return false;
-  sigfillset(&all);
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, (size_t)256 << 10);
-  pthread_sigmask(SIG_SETMASK, &all, &old);       /* the owner inherits a fully blocked mask */
-  int rc = pthread_create(&thread, &attr, owner_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) return false;
-  while (sem_wait(&owner_ready) != 0 && errno == EINTR) {
+  for (pchunk_t *c = pchunks, *next; c != NULL; c = next) {
+    next = c->next;
+    if (chunk_empty(c) && (all || c->stale_empty)) {
+      chunk_delete(c);
+      continue;
+    }
+    uint64_t release[BITMAP_WORDS];
+    for (size_t w = 0; w < BITMAP_WORDS; w++) {
+      uint64_t free_touched = c->free_bits[w] & c->touched_bits[w];
+      release[w] = all ? free_touched : free_touched & c->stale_bits[w];
+    }
+    release_pages(c, release);
+    for (size_t w = 0; w < BITMAP_WORDS; w++) c->stale_bits[w] = c->free_bits[w] & c->touched_bits[w];
+    c->stale_empty = chunk_empty(c);
   }
-  return sheap != NULL;
+  if (all) mprof_arena_release_cache();
+  else mprof_arena_purge();
 }
 
-/* Called under api_lock by mi_prof_start(). */
-/* Called under api_lock by mi_prof_start().  Failure is said by the caller (MI_PROF_DROP_NO_ARENA).  A
- * reserved arena is kept even if the owner thread could not start; a later start tries the thread again. */
+static void purge_tick(void)
+{
+  uint64_t now = coarse_now();
+  if (now - last_purge < MPROF_PURGE_NS) return;
+  last_purge = now;
+  purge(false);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The heap's interface
+--------------------------------------------------------------------------------------------------- */
+
+/* Called under api_lock by mi_prof_start(): sets up the window (once).  False: no window (said by the
+ * caller, MI_PROF_DROP_NO_ARENA). */
 bool mprof_sheap_init(void)
 {
-  if (sheap != NULL) return true;
-  if (sheap_failed) return false;
-  if (sheap_arena_bytes == 0 && !reserve_arena()) {
-    sheap_failed = 1;
-    return false;
+  if (page != 0) return true;
+  if (!mprof_arena_init()) return false;
+  size_t pg = mprof_arena_page();
+  if (pg > MPROF_CHUNK / 16 || MPROF_CHUNK / pg > MAX_PAGES) return false;   /* 4 KiB .. 64 KiB pages */
+  for (uint8_t k = 0; k < CLASSES; k++) {
+    /* The fewest pages (1, 2 or 4) that waste at most an eighth of the slab. */
+    size_t n = 1;
+    while (n < 4 && (n * pg) % class_size[k] > n * pg / 8) n *= 2;
+    slab_pages[k] = (uint8_t)n;
   }
-  return start_owner();
+  chunk_pages = MPROF_CHUNK / pg;
+  __atomic_store_n(&page, pg, __ATOMIC_RELEASE);
+  return true;
 }
 
-void *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why)
+typedef enum { BLOCK_SMALL, BLOCK_MEDIUM, BLOCK_LARGE } block_kind_t;
+
+/* How a request is served: a slab class (small), a page run (medium) or a chunk run (large). */
+static block_kind_t kind_for(size_t size, size_t alignment, uint8_t *cls)
 {
-  if (mprof_unlikely(alignment > MPROF_SHEAP_MAX_ALIGN)) {
-    *why = MI_PROF_DROP_ALIGNMENT;
+  if (size <= SMALL_MAX && alignment <= page && (*cls = class_of(size, alignment)) < CLASSES) return BLOCK_SMALL;
+  if (size <= MEDIUM_MAX && alignment <= MEDIUM_MAX) return BLOCK_MEDIUM;
+  return BLOCK_LARGE;
+}
+
+/* What a live block is, and its usable bytes (sheap_lock held). */
+static block_kind_t kind_of(const void *p, size_t *usable)
+{
+  if (mprof_arena_is_run(p)) {
+    *usable = mprof_arena_run_bytes(p);
+    return BLOCK_LARGE;
+  }
+  pchunk_t *c = chunk_of(p);
+  const pdesc_t *d = &c->page[head_of(c, page_index(c, p))];
+  if (d->kind == PG_SLAB) {
+    *usable = class_size[d->cls];
+    return BLOCK_SMALL;
+  }
+  *usable = (size_t)d->npages * page;
+  return BLOCK_MEDIUM;
+}
+
+static void *alloc_locked(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why)
+{
+  uint8_t cls = CLASSES;
+  void *p = NULL;
+  size_t usable = 0;
+  switch (kind_for(size, alignment, &cls)) {
+  case BLOCK_SMALL:
+    p = slab_alloc(cls, zero);
+    usable = class_size[cls];
+    break;
+  case BLOCK_MEDIUM: {
+    size_t n = (size + page - 1) / page, step = alignment > page ? alignment / page : 1;
+    pchunk_t *c;
+    size_t i = run_alloc(n, step, zero, &c);
+    if (i != 0) p = page_addr(c, i);
+    usable = n * page;
+    break;
+  }
+  case BLOCK_LARGE: {
+    bool fresh;
+    p = mprof_arena_run_alloc(size, alignment, &fresh);
+    if (p == NULL && errno == EFBIG) {        /* can never fit the window: only this request is refused */
+      *why = alignment > MPROF_CHUNK ? MI_PROF_DROP_ALIGNMENT : MI_PROF_DROP_TOO_LARGE;
+      return NULL;
+    }
+    if (p == NULL) break;
+    usable = mprof_arena_run_bytes(p);
+    if (zero && !fresh) {
+      if (usable > MEDIUM_MAX) madvise(p, usable, MADV_DONTNEED);   /* zero pages, cheaper than writing */
+      else memset(p, 0, size);
+    }
+    large_bytes += usable;
+    break;
+  }
+  }
+  if (p == NULL) {
+    *why = MI_PROF_DROP_ARENA_FULL;
     return NULL;
   }
-  void *p;
+  live_blocks++;
+  live_bytes += usable;
+  return p;
+}
+
+/* A block of at least `size` bytes aligned to `alignment` (a power of two >= 16), zeroed when asked;
+ * NULL with *why when the arena cannot hold it (the caller serves the request unsampled). */
+void *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why)
+{
+  if (alignment < 16) alignment = 16;
   pthread_mutex_lock(&sheap_lock);
-  /* Plain blocks only when no alignment beyond 8 is asked: mimalloc's 8-byte class is only 8-aligned. */
-  if (alignment <= sizeof(void *)) p = zero ? mi_heap_zalloc(sheap, size) : mi_heap_malloc(sheap, size);
-  else if (zero) p = mi_heap_zalloc_aligned_at(sheap, size, alignment, 0);   /* _at: see internal.h */
-  else p = mi_heap_malloc_aligned_at(sheap, size, alignment, 0);
+  purge_tick();
+  void *p = alloc_locked(size, alignment, zero, why);
+  if (p == NULL && *why == MI_PROF_DROP_ARENA_FULL) {   /* no room: give back what is cached, retry */
+    purge(true);
+    p = alloc_locked(size, alignment, zero, why);
+  }
   pthread_mutex_unlock(&sheap_lock);
-  if (mprof_unlikely(p == NULL)) *why = MI_PROF_DROP_TOO_LARGE;
   return p;
 }
 
 void mprof_sheap_free(void *p)
 {
+  size_t usable;
   pthread_mutex_lock(&sheap_lock);
-  mi_free(p);
+  switch (kind_of(p, &usable)) {
+  case BLOCK_LARGE:
+    large_bytes -= usable;
+    mprof_arena_run_free(p);
+    break;
+  case BLOCK_SMALL: {
+    pchunk_t *c = chunk_of(p);
+    slab_free(c, head_of(c, page_index(c, p)), p);
+    break;
+  }
+  case BLOCK_MEDIUM: {
+    pchunk_t *c = chunk_of(p);
+    run_free(c, head_of(c, page_index(c, p)));
+    break;
+  }
+  }
+  live_blocks--;
+  live_bytes -= usable;
+  purge_tick();
   pthread_mutex_unlock(&sheap_lock);
 }
 
-bool mprof_sheap_contains(const void *p)
+/* Lock-free: what describes a live block (its chunk's state, its slab's class or run's length) does
+ * not change while the block lives.  So malloc_usable_size() and a realloc from a signal handler can ask. */
+size_t mprof_sheap_usable_size(const void *p)
 {
-  return (uintptr_t)p >= sheap_start && (uintptr_t)p < mprof_sheap_end;
+  size_t usable;
+  kind_of(p, &usable);
+  return usable;
 }
 
-size_t mprof_sheap_arena_bytes(void) { return sheap_arena_bytes; }
+/* Whether a sampled block can take `size` bytes where it is: when a fresh request of that size would be
+ * served the same way (the same class, the same number of pages), or it is a large block that the size
+ * still needs a chunk run for (which then shrinks to the chunks needed).  realloc keeps such a block. */
+bool mprof_sheap_resize(void *p, size_t size)
+{
+  size_t usable;
+  uint8_t cls = CLASSES;
+  bool ok = false;
+  pthread_mutex_lock(&sheap_lock);
+  block_kind_t now = kind_of(p, &usable);
+  if (size != 0 && now == kind_for(size, 16, &cls)) {
+    switch (now) {
+    case BLOCK_SMALL: ok = class_size[cls] == usable; break;
+    case BLOCK_MEDIUM: ok = (size + page - 1) / page * page == usable; break;
+    case BLOCK_LARGE:
+      ok = size <= usable;
+      if (ok) {
+        mprof_arena_run_shrink(p, size);
+        size_t after = mprof_arena_run_bytes(p);
+        large_bytes -= usable - after;
+        live_bytes -= usable - after;
+      }
+      break;
+    }
+  }
+  pthread_mutex_unlock(&sheap_lock);
+  return ok;
+}
+
+bool mprof_sheap_contains(const void *p) { return mprof_arena_contains(p); }
+
+bool mprof_sheap_init_done(void) { return __atomic_load_n(&page, __ATOMIC_ACQUIRE) != 0; }
+
+void mprof_sheap_usage(mprof_sheap_usage_t *out)
+{
+  pthread_mutex_lock(&sheap_lock);
+  size_t touched = 0;
+  for (pchunk_t *c = pchunks; c != NULL; c = c->next) {
+    for (size_t w = 0; w < BITMAP_WORDS; w++) touched += (size_t)__builtin_popcountll(c->touched_bits[w]);
+  }
+  uintptr_t lo, hi;
+  mprof_arena_window(&lo, &hi);
+  out->limit_bytes = hi - lo;
+  out->mapped_bytes = mprof_arena_mapped();
+  out->live_blocks = live_blocks;
+  out->live_bytes = live_bytes;
+  /* At most resident: the touched pages of page chunks, live large runs and cached ones. */
+  out->resident_bytes = touched * page + large_bytes + mprof_arena_cached_bytes();
+  pthread_mutex_unlock(&sheap_lock);
+}
 
 void mprof_sheap_prefork(void) { pthread_mutex_lock(&sheap_lock); }
 void mprof_sheap_postfork(void) { pthread_mutex_unlock(&sheap_lock); }

@@ -38,6 +38,11 @@ typedef struct shard_s {
   size_t          pool_left;              /* frames */
 } shard_t;
 
+/* The "dropped (reason)" stacks: one frame, MI_PROF_FRAME_DROPPED(reason), outside the shards so they
+ * exist whatever the budget; ids (SHARDS << 32) | (reason + 1). */
+static uintptr_t     dropped_frame[MI_PROF_DROP_REASONS];
+static mprof_stack_t dropped_stack[MI_PROF_DROP_REASONS];
+
 static shard_t shards[SHARDS] = {
 #define S {.lock = PTHREAD_MUTEX_INITIALIZER}
   S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S
@@ -173,13 +178,29 @@ uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, uint64_t sess
 /* The entry of an id (not 0).  Only for record.c, under a record shard lock of the current session. */
 mprof_stack_t *mprof_stack_get(uint64_t id)
 {
+  if (mprof_unlikely((id >> 32) == SHARDS)) return &dropped_stack[(id & 0xffffffffu) - 1];
   shard_t *s = &shards[id >> 32];
   return entry(s, (uint32_t)(id & 0xffffffffu) - 1);
+}
+
+uint64_t mprof_stack_dropped(mi_prof_drop_reason_t why) { return make_id(SHARDS, (uint32_t)why); }
+
+static void dropped_reset(bool alloc_only)
+{
+  for (size_t r = 0; r < MI_PROF_DROP_REASONS; r++) {
+    mprof_stack_t *e = &dropped_stack[r];
+    __atomic_store_n(&e->alloc_obj_fx, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->alloc_bytes, 0, __ATOMIC_RELAXED);
+    if (alloc_only) continue;
+    dropped_frame[r] = (uintptr_t)MI_PROF_FRAME_DROPPED(r);
+    *e = (mprof_stack_t){.hash = r + 1, .depth = 1, .frames = &dropped_frame[r]};
+  }
 }
 
 /* Session boundaries: called with every record shard lock held (record.c). */
 void mprof_stacks_begin(uint64_t session_word)
 {
+  dropped_reset(false);
   for (size_t k = 0; k < SHARDS; k++) {
     pthread_mutex_lock(&shards[k].lock);
     shard_release(&shards[k]);
@@ -193,6 +214,7 @@ void mprof_stacks_end(void) { mprof_stacks_begin(0); }
 /* mi_prof_reset: allocated counters to zero (every record shard lock held). */
 void mprof_stacks_reset_alloc(void)
 {
+  dropped_reset(true);
   for (size_t k = 0; k < SHARDS; k++) {
     shard_t *s = &shards[k];
     pthread_mutex_lock(&s->lock);
@@ -205,9 +227,16 @@ void mprof_stacks_reset_alloc(void)
   }
 }
 
-/* Calls fn for every stack (every record shard lock held, so the counters stand still). */
+/* Calls fn for every stack (every record shard lock held, so the counters stand still); a "dropped"
+ * stack only when it has counted something. */
 void mprof_stacks_each(void (*fn)(const mprof_stack_t *e, void *arg), void *arg)
 {
+  for (size_t r = 0; r < MI_PROF_DROP_REASONS; r++) {
+    const mprof_stack_t *e = &dropped_stack[r];
+    if (__atomic_load_n(&e->alloc_obj_fx, __ATOMIC_RELAXED) != 0 ||
+        __atomic_load_n(&e->inuse_obj_fx, __ATOMIC_RELAXED) != 0)
+      fn(e, arg);
+  }
   for (size_t k = 0; k < SHARDS; k++) {
     shard_t *s = &shards[k];
     pthread_mutex_lock(&s->lock);

@@ -11,8 +11,7 @@
  *                       pattern of sizes; one "sample INDEX SIZE" line per sampled allocation
  *   budget RATE N SIZE  N live allocations of SIZE bytes; profiler memory peak, budget and drops
  *   arena RATE          start; report the arena, then allocate and check 1000 blocks either way
- *   noarena HEADROOM    as arena (rate 4096), after limiting the address space (RLIMIT_AS) to what the
- *                       process uses now plus HEADROOM MiB
+ *   fill SIZE           allocate (and touch) SIZE-byte blocks until malloc fails; print what it got
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -65,6 +64,7 @@ static int mode_stats(int argc, char **argv)
   printf("sample_rate %" PRIu64 "\n", st.sample_rate);
   printf("profiler_bytes_max %" PRIu64 "\n", st.profiler_bytes_max);
   printf("arena_bytes %" PRIu64 "\n", st.arena_bytes);
+  printf("arena_limit_bytes %" PRIu64 "\n", st.arena_limit_bytes);
   traffic(1000, 100);
   return 0;
 }
@@ -159,6 +159,7 @@ static int mode_arena(size_t rate)
   bool started = start_and_report(rate);
   mi_prof_stats_t st = stats_now();
   printf("arena_bytes %" PRIu64 "\n", st.arena_bytes);
+  printf("arena_limit_bytes %" PRIu64 "\n", st.arena_limit_bytes);
   printf("dropped_no_arena %" PRIu64 "\n", st.dropped[MI_PROF_DROP_NO_ARENA]);
   traffic(1000, 512);
   st = stats_now();
@@ -168,24 +169,27 @@ static int mode_arena(size_t rate)
   return 0;
 }
 
-/* Address space in use now, bytes (the first field of /proc/self/statm is in pages). */
-static size_t vm_size(void)
+/* fill: what a program that allocates until failure gets (issue: the arena must not cost it its
+ * address space).  Every block is touched, as a program would use it; nothing is freed.  Also the
+ * profiler's view at the end, to tell the limit the library ran into. */
+static int mode_fill(int argc, char **argv)
 {
-  FILE *f = fopen("/proc/self/statm", "r");
-  unsigned long pages = 0;
-  if (f == NULL || fscanf(f, "%lu", &pages) != 1) die("cannot read /proc/self/statm");
-  fclose(f);
-  return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
-static int mode_noarena(int argc, char **argv)
-{
-  if (argc < 3) die("usage: noarena HEADROOM_MIB");
-  printf("noarena\n");                   /* stdout's buffer exists before the limit */
-  size_t limit = vm_size() + (arg_size(argv[2]) << 20);
-  struct rlimit rl = {limit, limit};
-  if (setrlimit(RLIMIT_AS, &rl) != 0) die("setrlimit failed");
-  return mode_arena(4096);
+  if (argc < 3) die("usage: fill SIZE");
+  size_t size = arg_size(argv[2]), blocks = 0;
+  printf("fill\n");                      /* stdout's buffer exists before memory runs out */
+  fflush(stdout);
+  for (;;) {
+    char *p = malloc(size);
+    if (p == NULL) break;
+    memset(p, 1, size);
+    blocks++;
+  }
+  mi_prof_stats_t st = stats_now();
+  printf("bytes %zu\n", blocks * size);
+  printf("enabled %d\n", mi_prof_is_enabled() ? 1 : 0);
+  printf("samples %" PRIu64 "\n", st.samples);
+  printf("arena_bytes %" PRIu64 "\n", st.arena_bytes);
+  return 0;
 }
 
 /* closefds: a daemon-style program closes every descriptor above 2, makes its own pipe (which gets the
@@ -215,7 +219,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "sequence") == 0) return mode_sequence(argc, argv);
   if (strcmp(mode, "budget") == 0) return mode_budget(argc, argv);
   if (strcmp(mode, "arena") == 0) return mode_arena(argc > 2 ? arg_size(argv[2]) : 4096);
-  if (strcmp(mode, "noarena") == 0) return mode_noarena(argc, argv);
+  if (strcmp(mode, "fill") == 0) return mode_fill(argc, argv);
   die("unknown mode");
   return 1;
 }

@@ -245,9 +245,10 @@ NOINLINE void *probe_own_alloc(int kind)
     p = realloc(q, 4096);
     if (p == NULL) free(q);
     break;
-  case 4:                          /* a sampled block shrunk in place */
+  case 4:                          /* a sampled block shrunk in place (a call site of its own: gcc merges
+                                    * identical realloc calls, and kind 3's would then be this one's) */
     q = malloc(1000);
-    p = realloc(q, 900);
+    p = reallocarray(q, 900, 1);
     if (p == NULL) free(q);
     break;
   case 5: p = aligned_alloc(64, 256); break;

@@ -107,7 +107,7 @@ START_TEST(options_bad_values)
   ck_assert_uint_eq(probe_value(&run, "start"), 1);
   ck_assert_uint_eq(probe_value(&run, "sample_rate"), MI_PROF_DEFAULT_SAMPLE_RATE);
   ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 64u << 10);   /* clipped up */
-  ck_assert_uint_eq(probe_value(&run, "arena_bytes"), (uint64_t)64 << 30); /* the default */
+  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), (uint64_t)64 << 30); /* the default */
   ck_assert_ptr_nonnull(strstr(run.out, "allocations ok\n"));
   probe_run_free(&run);
 }
@@ -124,7 +124,7 @@ START_TEST(options_out_of_range_values)
     {{"MIMALLOC_PROF_SAMPLE_RATE", "2t", MI_PROF_DEFAULT_SAMPLE_RATE}, "sample_rate"},
     {{"MIMALLOC_PROF_SAMPLE_RATE", "99999999999999999999", MI_PROF_DEFAULT_SAMPLE_RATE}, "sample_rate"},
     {{"MIMALLOC_PROF_MAX_BYTES", "2t", (uint64_t)1 << 40}, "profiler_bytes_max"},
-    {{"MIMALLOC_PROF_ARENA_SIZE", "1m", (uint64_t)64 << 20}, "arena_bytes"},
+    {{"MIMALLOC_PROF_ARENA_SIZE", "1m", (uint64_t)4 << 20}, "arena_limit_bytes"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char setting[128];
@@ -172,7 +172,7 @@ START_TEST(options_good_values)
   ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 1);
   ck_assert_uint_eq(probe_value(&run, "sample_rate"), 65536);
   ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 1u << 20);
-  ck_assert_uint_eq(probe_value(&run, "arena_bytes"), 1u << 30);
+  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), 1u << 30);
   probe_run_free(&run);
 
   /* The boolean spellings. */
@@ -263,38 +263,53 @@ END_TEST
    Arena reservation
 --------------------------------------------------------------------------------------------------- */
 
-/* Under an 8 GiB address-space limit the default 64 GiB reservation fails, and so does 16 GiB; the next
- * quarter, 4 GiB, fits beside the program's own few hundred MiB. */
-START_TEST(options_arena_fallback)
+/* The arena reserves nothing: under an 8 GiB address-space limit the default 64 GiB window starts and
+ * maps chunks only as sampled blocks need them.  1000 x 512 B at rate 4096: E[samples] =
+ * 1000 (1 - e^-0.125) = 117.5, sigma 10.2, so zero samples is > 11 sigma away; at most 1000 x 512 B
+ * = 500 KiB of them are live at once, which fits one 1 MiB chunk. */
+START_TEST(options_arena_under_rlimit)
 {
   probe_run_t run = run_probe_limited(NULL, (rlim_t)8 << 30, (const char *const[]){"arena", "4096", NULL});
   probe_assert_exit0(&run, NULL);
   ck_assert_uint_eq(probe_value(&run, "start"), 1);
-  ck_assert_uint_eq(probe_value(&run, "arena_bytes"), (uint64_t)4 << 30);
-  /* 1000 x 512 B at rate 4096: E[samples] = 1000 * (1 - e^-0.125) ~ 117.5, sigma ~ 10.2: zero samples is
-   * > 11 sigma away. */
+  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), (uint64_t)64 << 30);
+  ck_assert_uint_le(probe_value(&run, "arena_bytes"), (uint64_t)1 << 20);
   ck_assert_uint_gt(probe_value(&run, "samples"), 0);
   ck_assert_str_eq(run.err, "");
   probe_run_free(&run);
 }
 END_TEST
 
-/* With the address space limited to what the probe uses plus 32 MiB, not even the smallest arena
- * (64 MiB) fits: start fails with ENOMEM, one warning line says why, allocation goes on unsampled. */
-START_TEST(options_arena_none)
+/* A program that allocates 64 KiB blocks until malloc fails, under `ulimit -v` 100000 and 200000 (KiB):
+ * sampling from load (MIMALLOC_PROF=1, default rate) must leave it at least 95% of what it gets with the
+ * library loaded and stopped, and never crash it.  (Each 64 KiB block is sampled with p = 1 - e^-1/8 =
+ * 11.8%: those blocks live in the arena instead of mimalloc, so the arena's own cost is its chunk map,
+ * its bookkeeping pages and at most one partly used chunk - about 1% of 100 MB.) */
+static uint64_t fill_bytes(rlim_t limit, bool sampling)
 {
-  probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_ARENA_SIZE=64m", NULL},
-                              (const char *const[]){"noarena", "32", NULL});
-  probe_assert_exit0(&run, NULL);
-  ck_assert_uint_eq(probe_value(&run, "start"), 0);
-  ck_assert_uint_eq(probe_value(&run, "errno"), ENOMEM);
-  ck_assert_uint_eq(probe_value(&run, "arena_bytes"), 0);
-  ck_assert_uint_eq(probe_value(&run, "samples"), 0);
-  ck_assert_uint_eq(probe_value(&run, "enabled"), 0);
-  ck_assert_ptr_nonnull(strstr(run.out, "allocations ok\n"));
-  ck_assert_uint_eq(warnings_with(&run, "MIMALLOC_PROF_ARENA_SIZE"), 1);
-  ck_assert_msg(probe_count_lines(run.err) == 1, "want one warning line; stderr:\n%s", run.err);
+  const char *const vars[] = {sampling ? "MIMALLOC_PROF=1" : "MIMALLOC_PROF=0", NULL};
+  probe_opts_t opts = {.env = vars, .as_limit = limit, .watchdog_s = 60};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), (const char *const[]){"fill", "65536", NULL},
+                              &opts);
+  probe_assert_exit0(&run, sampling ? "fill, sampling" : "fill, stopped");
+  ck_assert_uint_eq(probe_value(&run, "enabled"), sampling ? 1 : 0);
+  if (sampling) ck_assert_uint_gt(probe_value(&run, "samples"), 0);
+  uint64_t bytes = probe_value(&run, "bytes");
   probe_run_free(&run);
+  return bytes;
+}
+
+START_TEST(options_arena_keeps_headroom)
+{
+  static const rlim_t limits_kib[] = {100000, 200000};
+  for (size_t i = 0; i < 2; i++) {
+    rlim_t limit = limits_kib[i] << 10;
+    uint64_t stopped = fill_bytes(limit, false), sampling = fill_bytes(limit, true);
+    ck_assert_msg(stopped > (16u << 20), "ulimit -v %lu: only %" PRIu64 " bytes stopped", (unsigned long)limits_kib[i],
+                  stopped);
+    ck_assert_msg(sampling * 100 >= stopped * 95, "ulimit -v %lu: %" PRIu64 " bytes sampling, %" PRIu64 " stopped",
+                  (unsigned long)limits_kib[i], sampling, stopped);
+  }
 }
 END_TEST
 
@@ -328,8 +343,8 @@ Suite *options_suite(void)
   tcase_add_test(tc, options_good_values);
   tcase_add_test(tc, options_seed_determinism);
   tcase_add_test(tc, options_budget_drops);
-  tcase_add_test(tc, options_arena_fallback);
-  tcase_add_test(tc, options_arena_none);
+  tcase_add_test(tc, options_arena_under_rlimit);
+  tcase_add_test(tc, options_arena_keeps_headroom);
   tcase_add_test(tc, options_dump_requests_use_no_descriptor);
   suite_add_tcase(s, tc);
   return s;

@@ -171,9 +171,10 @@ END_TEST
 
 /* Rate 1 samples every request of the probe (all are of 48 bytes or more): OWN_ROUNDS allocations of
  * each kind, from one call site per kind, all live at the visit.  So exactly OWN_KINDS stacks are in
- * use (kind 3's first malloc is moved away by its realloc, leaving its own stack idle, which
+ * use (kinds 3 and 4 malloc a block and realloc it, moved or in place: a realloc is an allocation of its
+ * own, so the block then belongs to the realloc's stack and the malloc's stack is idle, which
  * MIMALLOC_PROF_ACCUM=0 leaves out), each starting in probe_own_alloc, none with a frame in the
- * library.  Samples: one per allocation plus kind 3's moved-away block. */
+ * library.  Samples: one per allocation plus the mallocs of kinds 3 and 4. */
 START_TEST(stacks_own_frames_never_appear)
 {
   char n_arg[32];
@@ -192,7 +193,7 @@ START_TEST(stacks_own_frames_never_appear)
     ck_assert_msg(probe_value(&run, "stacks") == OWN_KINDS, "%s: %" PRIu64 " stacks in use, want %d", unwinder,
                   probe_value(&run, "stacks"), OWN_KINDS);
     ck_assert_uint_ge(probe_value(&run, "min_depth"), 2);   /* probe_own_alloc and its caller */
-    ck_assert_msg(probe_value(&run, "samples") == OWN_KINDS * OWN_ROUNDS + OWN_ROUNDS &&
+    ck_assert_msg(probe_value(&run, "samples") == OWN_KINDS * OWN_ROUNDS + 2 * OWN_ROUNDS &&
                   probe_value(&run, "live_samples") == OWN_KINDS * OWN_ROUNDS &&
                   probe_value(&run, "dropped_unwind") == 0, "%s: stdout:\n%s", unwinder, run.out);
     probe_run_free(&run);
@@ -266,13 +267,15 @@ END_TEST
    A full stack table
 --------------------------------------------------------------------------------------------------- */
 
-/* Rate 1 samples every 64-byte request (intervals are at most ~38 bytes), so each of the N requests is
- * either a sample or a dropped sample, exactly; every request is served whatever happens to its sample. */
+/* Rate 1 samples every 64-byte request (intervals are at most ~38 bytes), so each of the N requests is a
+ * sample, exactly; the dropped ones (no stack, or no record) are among them, their weight kept under a
+ * "dropped" stack; every request is served whatever happens to its sample. */
 static void check_drop_accounting(const probe_run_t *run, uint64_t n)
 {
   ck_assert_uint_eq(probe_value(run, "failed"), 0);
   ck_assert_uint_eq(probe_value(run, "bad_blocks"), 0);
-  ck_assert_uint_eq(probe_value(run, "samples") + probe_value(run, "dropped_total"), n);
+  ck_assert_uint_eq(probe_value(run, "samples"), n);
+  ck_assert_uint_le(probe_value(run, "dropped_total"), n);
   ck_assert_uint_eq(probe_value(run, "dropped_unwind"), 0);
   ck_assert_uint_le(probe_value(run, "profiler_bytes_peak"), probe_value(run, "profiler_bytes_max"));
 }
@@ -313,7 +316,6 @@ START_TEST(stacks_table_full_drops_count)
                               (const char *const[]){"distinct", n_arg, "6", NULL}, 100);
   probe_assert_exit0(&run, "count");
   check_drop_accounting(&run, COUNT_STACKS);
-  ck_assert_uint_le(probe_value(&run, "samples"), STACK_SHARDS * STACKS_PER_SHARD);
   ck_assert_uint_ge(probe_value(&run, "dropped_stacks"), COUNT_STACKS - STACK_SHARDS * STACKS_PER_SHARD);
   ck_assert_uint_eq(probe_value(&run, "dropped_memory"), 0);
   probe_run_free(&run);
@@ -492,7 +494,7 @@ START_TEST(stacks_stats_struct_with_stacks)
   ck_assert(!mi_prof_stats(NULL, sizeof st));
   ck_assert_int_eq(errno, EINVAL);
   errno = 0;
-  ck_assert(!mi_prof_stats(&st, sizeof st - 2 * sizeof(uint64_t)));
+  ck_assert(!mi_prof_stats(&st, sizeof st - sizeof(uint64_t)));
   ck_assert_int_eq(errno, EINVAL);
   errno = 0;
   ck_assert(!mi_prof_stats(&st, sizeof st + sizeof(uint64_t)));

@@ -1,0 +1,219 @@
+/* slow.c - the slow paths of the malloc family: a countdown that ran out, and any block that may be
+ * sampled (its address is below the arena's end).
+ *
+ * realloc, the accounting rule.  realloc(p, n) is the allocation of an n-byte block at the realloc's
+ * stack (allocated: +1 object, +n bytes) and the free of p's block (in-use: p's object and bytes leave
+ * the stack that allocated it) — whether it moves or not, and whatever the fate of p was.  So each
+ * realloc draws from the countdown like any allocation of n bytes, independently of everything else:
+ *   - sampled, p sampled:   p's record goes (observer: on_free), a new record at the block's address (in
+ *                           place when it fits as a fresh request would, else a move within the arena);
+ *   - sampled, p ordinary:  the block moves into the sampled-block heap and is recorded;
+ *   - not sampled, p sampled: p's record goes; the block stays where it is, untracked, when it fits, or
+ *                           moves to mimalloc;
+ *   - not sampled, p ordinary: mi_realloc (the fast path does this without coming here).
+ * Then the estimates of allocated and in-use objects and bytes are unbiased per stack for chains of any
+ * length, in place or moving (the rule it replaces — a sampled block kept its record through in-place
+ * resizes while an unsampled one was drawn again at each — read in-place chains ~3x too high).
+ *
+ * Frees and reallocs of sampled blocks run with the guard up (internal.h): a signal handler that
+ * interrupts them and frees a sampled block has that free deferred, never taking a profiler lock twice.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------
+   The guard's deferred frees
+--------------------------------------------------------------------------------------------------- */
+
+/* Free of a sampled block while the guard is up: pushed on the thread's list (a compare-and-swap, so a
+ * signal handler that interrupts a push cannot lose one), freed when the guard goes down. */
+static void defer_free(mprof_tls_t *t, void *p)
+{
+  void *head = __atomic_load_n(&t->deferred, __ATOMIC_RELAXED);
+  do {
+    memcpy(p, &head, sizeof head);
+  } while (!__atomic_compare_exchange_n(&t->deferred, &head, p, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+static void free_sampled(void *p);
+
+void mprof_guard_drain(mprof_tls_t *t)
+{
+  void *list;
+  while ((list = __atomic_exchange_n(&t->deferred, NULL, __ATOMIC_RELAXED)) != NULL) {
+    while (list != NULL) {
+      void *next;
+      memcpy(&next, list, sizeof next);
+      free_sampled(list);
+      list = next;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Allocation
+--------------------------------------------------------------------------------------------------- */
+
+/* The countdown ran out for an allocation of `size` bytes (it has wrapped). */
+void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
+{
+  mprof_tls_t *t = &mprof_tls;
+  size_t before = t->countdown + size;          /* the fast path's subtraction undone, in size_t */
+  if (mprof_unlikely(size > MPROF_MAX_REQUEST)) {
+    t->countdown = before;
+    errno = ENOMEM;                             /* impossible: not a sample, nothing counted */
+    return NULL;
+  }
+  if (mprof_unlikely(t->guard != 0)) {          /* the profiler's own, or a handler's inside it */
+    t->countdown = before;
+    return mprof_plain_alloc(size, alignment, zero);
+  }
+  t->guard++;
+  void *p;
+  if (mprof_take_sample(t, size, before)) {
+    size_t next = t->countdown;                 /* what the sample allocates is not charged */
+    p = mprof_sample_alloc(t, size, alignment, zero);
+    mprof_guard_leave(next);
+    return p;
+  }
+  mprof_guard_leave(t->countdown);
+  p = mprof_plain_alloc(size, alignment, zero);
+  if (mprof_unlikely(p == NULL)) errno = ENOMEM;
+  return p;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Free
+--------------------------------------------------------------------------------------------------- */
+
+/* Forgets p's record (if it has one: blocks sampled before a stop, or kept by a realloc that was not
+ * sampled, have none) and tells the observer.  Guard up. */
+static void forget(void *p)
+{
+  mprof_record_t r;
+  if (!mprof_record_remove((uintptr_t)p, &r)) return;
+  mprof_dump_note_inuse(-(int64_t)r.inuse_bytes);
+  if (r.flags & MPROF_RECORD_OBSERVED) {
+    mprof_observer_t obs;
+    mprof_observer_get(&obs);
+    if (obs.on_free != NULL) obs.on_free(p, r.size, obs.arg);
+  }
+}
+
+/* Guard up. */
+static void free_sampled(void *p)
+{
+  forget(p);
+  mprof_sheap_free(p);
+}
+
+/* free() of NULL, of a sampled block, or of an ordinary block below the arena's end. */
+void mprof_free_slow(void *p)
+{
+  if (p == NULL) return;
+  if (!mprof_sheap_contains(p)) {
+    mi_free(p);
+    return;
+  }
+  mprof_tls_t *t = &mprof_tls;
+  if (mprof_unlikely(t->guard != 0)) {
+    defer_free(t, p);
+    return;
+  }
+  size_t countdown = mprof_guard_enter();
+  free_sampled(p);
+  mprof_guard_leave(countdown);
+}
+
+/* malloc_usable_size() of a block below the arena's end (or NULL). */
+size_t mprof_usable_size_slow(const void *p)
+{
+  if (p == NULL) return 0;
+  return mprof_sheap_contains(p) ? mprof_sheap_usable_size(p) : mi_usable_size(p);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   realloc
+--------------------------------------------------------------------------------------------------- */
+
+/* Moves the block p (of `old` usable bytes) to q and frees p.  Guard up. */
+static void *move_to(void *q, void *p, size_t old, size_t size, bool p_sampled)
+{
+  memcpy(q, p, old < size ? old : size);
+  if (p_sampled) free_sampled(p);
+  else mi_free(p);
+  return q;
+}
+
+/* The realloc is sampled.  Guard up. */
+static void *realloc_sampled(mprof_tls_t *t, void *p, size_t size, bool p_sampled)
+{
+  if (p_sampled && mprof_sheap_resize(p, size)) {     /* in place: a new record at the same address */
+    mi_prof_drop_reason_t why;
+    uint64_t stack_id = mprof_sample_stack(t, &why);
+    forget(p);
+    if (stack_id != 0) mprof_sample_record(t, p, size, stack_id, why);
+    return p;
+  }
+  size_t old = p == NULL ? 0 : p_sampled ? mprof_sheap_usable_size(p) : mi_usable_size(p);
+  void *q = mprof_sample_alloc(t, size, 0, false);
+  if (q == NULL) return NULL;                         /* p is left as it was */
+  return p == NULL ? q : move_to(q, p, old, size, p_sampled);
+}
+
+/* The realloc is not sampled, and p is a sampled block.  Guard up. */
+static void *realloc_unsampled(void *p, size_t size)
+{
+  if (size != 0 && mprof_sheap_resize(p, size)) {     /* stays where it is, untracked */
+    forget(p);
+    return p;
+  }
+  void *q = mi_malloc(size);
+  if (q == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return move_to(q, p, mprof_sheap_usable_size(p), size, true);
+}
+
+/* realloc with the guard up: p sampled.  Its record is left to the deferred free. */
+static void *realloc_guarded(void *p, size_t size)
+{
+  void *q = mi_malloc(size);
+  if (q == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t old = mprof_sheap_usable_size(p);
+  memcpy(q, p, old < size ? old : size);
+  defer_free(&mprof_tls, p);
+  return q;
+}
+
+/* realloc of NULL, of a block below the arena's end (sampled or not), or a countdown that ran out. */
+void *mprof_realloc_slow(void *p, size_t size)
+{
+  mprof_tls_t *t = &mprof_tls;
+  bool charged = mprof_maybe_sampled(p) ? mprof_skip(size) : false;   /* not yet charged: charge now */
+  bool p_sampled = p != NULL && mprof_sheap_contains(p);
+  if (charged && !p_sampled) return mi_realloc(p, size);
+  size_t before = charged ? t->countdown : t->countdown + size;       /* wrapped: undo, in size_t */
+  if (mprof_unlikely(size > MPROF_MAX_REQUEST)) {
+    t->countdown = before;
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (mprof_unlikely(t->guard != 0)) {
+    t->countdown = before;
+    return p_sampled ? realloc_guarded(p, size) : mi_realloc(p, size);
+  }
+  t->guard++;
+  bool sampled = !charged && mprof_take_sample(t, size, before);
+  size_t next = t->countdown;                         /* nothing done below is charged */
+  void *q = sampled ? realloc_sampled(t, p, size, p_sampled)
+                    : p_sampled ? realloc_unsampled(p, size) : mi_realloc(p, size);
+  mprof_guard_leave(next);
+  return q;
+}
