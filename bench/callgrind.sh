@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 reps=${REPS:-1}
 loop_n=${LOOP_N:-2000000}
 python=${PYTHON:-/usr/bin/python3}
-base_lib=$(find /usr/lib -name libmimalloc.so.2 2>/dev/null | head -n 1)
+# The native architecture's copy: cross-testing installs other architectures' (i386, arm64) beside it.
+base_lib=/usr/lib/$(cc -print-multiarch)/libmimalloc.so.2
+[ -f "$base_lib" ] || base_lib=
 [ -n "$base_lib" ] || { echo "libmimalloc.so.2 not found (apt-get install libmimalloc2.0)"; exit 1; }
 command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)"; exit 1; }
 

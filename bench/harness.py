@@ -53,7 +53,9 @@ def die(msg):
 
 
 def system_lib(name):
-    hits = sorted(glob.glob("/usr/lib/*/" + name)) + sorted(glob.glob("/usr/lib/" + name))
+    # The native architecture's copy first: cross-testing installs other architectures' beside it.
+    native = subprocess.run(["cc", "-print-multiarch"], capture_output=True, text=True).stdout.strip()
+    hits = sorted(glob.glob("/usr/lib/%s/%s" % (native, name))) + sorted(glob.glob("/usr/lib/" + name))
     if not hits:
         die("%s not found (run bench/run.sh, which installs it)" % name)
     return hits[0]

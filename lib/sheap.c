@@ -10,7 +10,9 @@
  *     16-byte steps to 128 B, then four per power of two).  Blocks are carved from a slab in address
  *     order as needed, so an untouched part of a slab costs no memory; freed blocks go on the slab's own
  *     list.  A class keeps a list of its slabs with free blocks; a slab whose last block is freed gives
- *     its pages back to the chunk at once.
+ *     its pages back to the chunk at once, unless it is the class's only slab with room (kept, so a
+ *     program that samples and frees one block at a time does not build a slab each time, until it has
+ *     stayed empty for a whole purge period).
  *   - medium (<= MEDIUM_MAX): a run of whole pages.
  *   - large: a run of whole chunks (arena.c), freed runs cached there for reuse.
  * Slabs and page runs live in "page chunks": 1 MiB chunks whose first pages hold a header with a
@@ -73,6 +75,7 @@ static size_t   page;                 /* bytes */
 static size_t   chunk_pages;          /* pages per chunk */
 static uint8_t  slab_pages[CLASSES];  /* pages per slab of each class */
 static uint32_t partial[CLASSES];     /* slabs with free blocks: page reference, 0 = none */
+static uint32_t kept_empty[CLASSES];  /* partial[k] was this empty slab at the last purge */
 static pchunk_t *pchunks;             /* every page chunk */
 static uint64_t last_purge;           /* CLOCK_MONOTONIC_COARSE, ns */
 static size_t   live_blocks;
@@ -141,17 +144,40 @@ static bool chunk_empty(const pchunk_t *c) { return c->free_pages == chunk_pages
    Page runs
 --------------------------------------------------------------------------------------------------- */
 
+/* The first free page at or after i (chunk_pages if none), a bitmap word at a time. */
+static size_t next_free(const pchunk_t *c, size_t i)
+{
+  while (i < chunk_pages) {
+    uint64_t w = c->free_bits[i / 64] >> (i % 64);
+    if (w != 0) return i + (size_t)__builtin_ctzll(w);
+    i = (i / 64 + 1) * 64;
+  }
+  return chunk_pages;
+}
+
+/* The first page at or after i that is not free (chunk_pages if none). */
+static size_t next_used(const pchunk_t *c, size_t i)
+{
+  while (i < chunk_pages) {
+    uint64_t w = ~c->free_bits[i / 64] >> (i % 64);
+    if (w != 0) return i + (size_t)__builtin_ctzll(w);
+    i = (i / 64 + 1) * 64;
+  }
+  return chunk_pages;
+}
+
 /* The first free run of n pages in c that starts at a multiple of `step` pages; 0 if there is none. */
 static size_t run_find(const pchunk_t *c, size_t n, size_t step)
 {
-  size_t i = (c->first_page + step - 1) / step * step;
-  while (i + n <= chunk_pages) {
-    size_t k = 0;
-    while (k < n && bit(c->free_bits, i + k)) k++;
-    if (k == n) return i;
-    i = (i + k + step) / step * step;
+  size_t i = c->first_page;
+  for (;;) {
+    i = next_free(c, i);
+    i = (i + step - 1) / step * step;           /* the run's first page, aligned */
+    if (i + n > chunk_pages) return 0;
+    size_t end = next_used(c, i);
+    if (end >= i + n) return i;
+    i = end;
   }
-  return 0;
 }
 
 /* Takes n pages starting at a multiple of `step` pages, from any page chunk or a new one: sets *c and
@@ -253,8 +279,8 @@ static void slab_free(pchunk_t *c, size_t i, void *p)
   pdesc_t *d = &c->page[i];
   uint8_t cls = d->cls;
   if (d->used-- == slab_capacity(cls)) partial_push(cls, c, i);
-  if (d->used == 0) {                            /* empty: its pages go back to the chunk */
-    partial_remove(cls, d);
+  if (d->used == 0 && (d->prev != 0 || d->next != 0)) {   /* empty, and not its class's only slab with */
+    partial_remove(cls, d);                              /* room: its pages go back to the chunk */
     run_free(c, i);
     return;
   }
@@ -298,9 +324,30 @@ static void release_pages(pchunk_t *c, const uint64_t *mask)
   }
 }
 
+/* Frees each class's kept empty slab that was already kept at the last purge (all of them: `all`). */
+static void purge_slabs(bool all)
+{
+  for (uint8_t k = 0; k < CLASSES; k++) {
+    pchunk_t *c;
+    size_t i;
+    uint32_t ref = partial[k];
+    pdesc_t *d = ref != 0 ? deref(ref, &c, &i) : NULL;
+    if (d == NULL || d->used != 0) {
+      kept_empty[k] = 0;
+    } else if (all || kept_empty[k] == ref) {
+      partial_remove(k, d);
+      run_free(c, i);
+      kept_empty[k] = 0;
+    } else {
+      kept_empty[k] = ref;
+    }
+  }
+}
+
 /* Gives back what has been free since the last purge (or everything free, when `all`). */
 static void purge(bool all)
 {
+  purge_slabs(all);
   for (pchunk_t *c = pchunks, *next; c != NULL; c = next) {
     next = c->next;
     if (chunk_empty(c) && (all || c->stale_empty)) {

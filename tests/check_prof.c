@@ -11,6 +11,7 @@ int main(void)
   srunner_add_suite(sr, threads_suite());
 #if MPROF_PPROF
   srunner_add_suite(sr, sampler_suite());
+  srunner_add_suite(sr, estimator_suite());
   srunner_add_suite(sr, record_suite());
   srunner_add_suite(sr, observer_suite());
   srunner_add_suite(sr, options_suite());

@@ -12,6 +12,8 @@
  *   budget RATE N SIZE  N live allocations of SIZE bytes; profiler memory peak, budget and drops
  *   arena RATE          start; report the arena, then allocate and check 1000 blocks either way
  *   fill SIZE           allocate (and touch) SIZE-byte blocks until malloc fails; print what it got
+ *   keep N SIZE         mi_prof_start(65536), N live SIZE-byte blocks: the estimates, the dropped counts
+ *                       and what the "dropped (arena_full)" stack holds; then free them all
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -192,6 +194,47 @@ static int mode_fill(int argc, char **argv)
   return 0;
 }
 
+static uint64_t full_stack_bytes;
+
+static bool find_arena_full(void *const *frames, size_t depth, const mi_prof_stack_counts_t *c, void *arg)
+{
+  (void)arg;
+  if (depth == 1 && frames[0] == MI_PROF_FRAME_DROPPED(MI_PROF_DROP_ARENA_FULL)) full_stack_bytes += c->alloc_bytes;
+  return true;
+}
+
+static int mode_keep(int argc, char **argv)
+{
+  if (argc < 4) die("usage: keep N SIZE");
+  size_t n = arg_size(argv[2]), size = arg_size(argv[3]);
+  unsigned char **p = calloc(n, sizeof *p);
+  if (p == NULL) die("calloc failed");
+  printf("keep\n");
+  fflush(stdout);
+  if (!mi_prof_start(65536)) die("mi_prof_start failed");
+  for (size_t i = 0; i < n; i++) {
+    if ((p[i] = malloc(size)) == NULL) die("malloc failed");
+    memset(p[i], (int)(i & 0xff), size);
+  }
+  mi_prof_stats_t st = stats_now();
+  if (!mi_prof_visit(find_arena_full, NULL)) die("mi_prof_visit failed");
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    bad += p[i][0] != (unsigned char)(i & 0xff) || p[i][size - 1] != (unsigned char)(i & 0xff);
+    free(p[i]);
+  }
+  free(p);
+  mi_prof_stats_t after = stats_now();
+  printf("bad_blocks %zu\n", bad);
+  printf("alloc_bytes %" PRIu64 "\n", st.alloc_bytes);
+  printf("inuse_bytes %" PRIu64 "\n", st.inuse_bytes);
+  printf("samples %" PRIu64 "\n", st.samples);
+  printf("dropped_arena_full %" PRIu64 "\n", st.dropped[MI_PROF_DROP_ARENA_FULL]);
+  printf("dropped_stack_alloc_bytes %" PRIu64 "\n", full_stack_bytes);
+  printf("inuse_after_free %" PRIu64 "\n", after.inuse_bytes);
+  return 0;
+}
+
 /* closefds: a daemon-style program closes every descriptor above 2, makes its own pipe (which gets the
  * lowest numbers), allocates enough to trigger interval dumps, then reads its message back.  The
  * profiler's dump requests must not use descriptors the program can close and reuse (they once went
@@ -220,6 +263,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "budget") == 0) return mode_budget(argc, argv);
   if (strcmp(mode, "arena") == 0) return mode_arena(argc > 2 ? arg_size(argv[2]) : 4096);
   if (strcmp(mode, "fill") == 0) return mode_fill(argc, argv);
+  if (strcmp(mode, "keep") == 0) return mode_keep(argc, argv);
   die("unknown mode");
   return 1;
 }

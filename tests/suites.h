@@ -13,6 +13,7 @@ Suite *cxx_suite(void);
 Suite *threads_suite(void);
 #if MPROF_PPROF
 Suite *sampler_suite(void);    /* test_sampler.c: sampling distribution and weights */
+Suite *estimator_suite(void);  /* test_estimator.c: no bias where the rules used to have one */
 Suite *record_suite(void);     /* test_record.c: records, realloc, stale records, start/stop */
 Suite *observer_suite(void);   /* test_observer.c: observer contract, stats, races */
 Suite *options_suite(void);    /* test_options.c: MIMALLOC_PROF_* options, seeds, budget (subprocesses) */

@@ -21,39 +21,16 @@
 #include <unistd.h>
 
 #include "mimalloc-prof.h"
+#include "sampling_util.h"
 #include "suites.h"
 
 #if MPROF_PPROF == 1
 
 #define SEED  0x5eed2024u
-#define KiB   ((size_t)1 << 10)
-#define MiB   ((size_t)1 << 20)
 
-static uint64_t test_seed(void)
-{
-  const char *s = getenv("MPROF_TEST_SEED");
-  uint64_t seed = s != NULL ? strtoull(s, NULL, 0) : 0;
-  return seed != 0 ? seed : SEED;
-}
-
-/* Starts a seeded session; only a failure reaches Check (a passing assertion would allocate). */
-static void start_rate(size_t rate)
-{
-  if (!mi_prof_start_seeded(rate, test_seed()))
-    ck_abort_msg("mi_prof_start_seeded(%zu) failed: errno %d", rate, errno);
-}
-
-static mi_prof_stats_t stats_now(void)
-{
-  mi_prof_stats_t st;
-  if (!mi_prof_stats(&st, sizeof st)) ck_abort_msg("mi_prof_stats failed: errno %d", errno);
-  return st;
-}
-
-/* Probability that an allocation of `size` bytes is sampled at `rate`, and the weight (estimated
- * bytes) its sample stands for. */
-static double prob_of(size_t size, size_t rate) { return -expm1(-(double)size / (double)rate); }
-static double weight_of(size_t size, size_t rate) { return (double)size / prob_of(size, rate); }
+static uint64_t test_seed(void) { return test_seed_or(SEED); }
+static void start_rate(size_t rate) { start_seeded(rate, test_seed()); }
+static mi_prof_stats_t stats_now(void) { return stats_or_abort(); }
 
 /* Blocks kept live by the tests (the largest case, small_attribution, keeps 820000).  Static, so that
  * holding them allocates nothing while a session runs. */
