@@ -3,7 +3,7 @@
 # Runs apt-get as root, or through sudo otherwise.  Skips the install when everything is present.
 set -eu
 pkgs="build-essential autoconf automake libtool pkgconf libmimalloc-dev libunwind-dev check libsubunit-dev
-      protobuf-c-compiler libprotobuf-c-dev zlib1g-dev python3 golang-go"
+      protobuf-c-compiler libprotobuf-c-dev zlib1g-dev python3 golang-go valgrind"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

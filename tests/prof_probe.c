@@ -14,13 +14,17 @@
  *   fill SIZE           allocate (and touch) SIZE-byte blocks until malloc fails; print what it got
  *   keep N SIZE         mi_prof_start(65536), N live SIZE-byte blocks: the estimates, the dropped counts
  *                       and what the "dropped (arena_full)" stack holds; then free them all
+ *   sigfree N           rate 1, N sampled blocks made and freed while a SIGPROF handler frees some of
+ *                       them, interrupting the profiler anywhere (its locks included)
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "mimalloc-prof.h"
@@ -68,6 +72,7 @@ static int mode_stats(int argc, char **argv)
   printf("arena_bytes %" PRIu64 "\n", st.arena_bytes);
   printf("arena_limit_bytes %" PRIu64 "\n", st.arena_limit_bytes);
   traffic(1000, 100);
+  printf("slow_path_calls %" PRIu64 "\n", stats_now().slow_path_calls);
   return 0;
 }
 
@@ -235,6 +240,68 @@ static int mode_keep(int argc, char **argv)
   return 0;
 }
 
+/* sigfree: the main loop's blocks go through a ring the SIGPROF handler empties, so the handler frees
+ * sampled blocks while the main thread is anywhere in the profiler: inside the record table's or the
+ * sampled heap's lock, in the middle of a sample.  Only sampled blocks are freed there (rate 1 samples
+ * every block of 64 bytes or more), so the handler never enters mimalloc, whose own paths are not
+ * reentrant; the profiler's must be.  A missing guard shows as a self-deadlock (the test's watchdog). */
+#define RING 256
+static void *volatile ring[RING];
+static volatile unsigned ring_head, ring_tail;   /* main writes head, the handler tail (one thread) */
+static volatile unsigned long handler_frees, handler_runs;
+
+static void sigfree_handler(int sig)
+{
+  (void)sig;
+  int saved = errno;
+  handler_runs++;
+  while (ring_tail != ring_head) {
+    free(ring[ring_tail % RING]);
+    ring_tail++;
+    handler_frees++;
+  }
+  errno = saved;
+}
+
+static int mode_sigfree(int argc, char **argv)
+{
+  if (argc < 3) die("usage: sigfree N");
+  size_t n = arg_size(argv[2]);
+  printf("sigfree\n");
+  fflush(stdout);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = sigfree_handler;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGPROF, &sa, NULL) != 0) die("sigaction failed");
+  if (!mi_prof_start(1)) die("mi_prof_start failed");
+  struct itimerval it = {{0, 20}, {0, 20}};              /* every 20 us of CPU time */
+  if (setitimer(ITIMER_PROF, &it, NULL) != 0) die("setitimer failed");
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    void *p = malloc(64 + (size_t)(x % 960));
+    if (p == NULL) die("malloc failed");
+    if (ring_head - ring_tail < RING) {
+      ring[ring_head % RING] = p;
+      __asm__ volatile("" ::: "memory");                 /* the slot is written before it is published */
+      ring_head++;
+    } else {
+      free(p);
+    }
+  }
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_PROF, &off, NULL);
+  while (ring_tail != ring_head) sigfree_handler(0);     /* what the handler has not freed yet */
+  stats_now();                                           /* leaves the guard: deferred frees done */
+  mi_prof_stats_t st = stats_now();
+  printf("handler_runs %lu\nhandler_frees %lu\n", (unsigned long)handler_runs, (unsigned long)handler_frees);
+  printf("samples %" PRIu64 "\nlive_samples %" PRIu64 "\ninuse_bytes %" PRIu64 "\n", st.samples, st.live_samples,
+         st.inuse_bytes);
+  return 0;
+}
+
 /* closefds: a daemon-style program closes every descriptor above 2, makes its own pipe (which gets the
  * lowest numbers), allocates enough to trigger interval dumps, then reads its message back.  The
  * profiler's dump requests must not use descriptors the program can close and reuse (they once went
@@ -264,6 +331,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "arena") == 0) return mode_arena(argc > 2 ? arg_size(argv[2]) : 4096);
   if (strcmp(mode, "fill") == 0) return mode_fill(argc, argv);
   if (strcmp(mode, "keep") == 0) return mode_keep(argc, argv);
+  if (strcmp(mode, "sigfree") == 0) return mode_sigfree(argc, argv);
   die("unknown mode");
   return 1;
 }

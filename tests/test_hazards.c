@@ -1,18 +1,20 @@
 /* test_hazards.c - sampling where allocators usually break: many threads, thread-exit destructors that
- * allocate, fork while other threads sample, mi_collect(true) during sampling, and huge or over-aligned
- * requests.  Each test starts its own seeded session and checks the books balance afterwards (every
+ * allocate, fork while other threads sample, mi_collect(true) during sampling, huge or over-aligned
+ * requests, signal handlers that free sampled blocks, and a process whose malloc is not ours.  Each test starts its own seeded session and checks the books balance afterwards (every
  * sampled block freed is reported freed; no live record is left behind).
  */
 #include <malloc.h>
 #include <mimalloc.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "mimalloc-prof.h"
+#include "subprocess.h"
 #include "suites.h"
 
 #if MPROF_PPROF == 1
@@ -519,6 +521,51 @@ START_TEST(hazards_sampled_tiny_aligned_16)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------------
+   Signal handlers that free sampled blocks; malloc that is not ours
+--------------------------------------------------------------------------------------------------- */
+
+/* prof_probe sigfree: 300000 sampled blocks (rate 1), a SIGPROF every 20 us of CPU freeing the ones
+ * the main loop handed over, wherever the main thread is.  It must finish (a handler that took a
+ * profiler lock its own thread holds would hang it until the watchdog), every block freed once, the
+ * books at zero. */
+START_TEST(hazards_signal_handler_frees)
+{
+  probe_opts_t opts = {.watchdog_s = 100};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), (const char *const[]){"sigfree", "300000", NULL},
+                              &opts);
+  probe_assert_exit0(&run, "sigfree");
+  ck_assert_uint_gt(probe_value(&run, "handler_runs"), 0);
+  ck_assert_uint_gt(probe_value(&run, "handler_frees"), 0);
+  ck_assert_uint_ge(probe_value(&run, "samples"), 300000);
+  ck_assert_uint_eq(probe_value(&run, "live_samples"), 0);
+  ck_assert_uint_eq(probe_value(&run, "inuse_bytes"), 0);
+  ck_assert_str_eq(run.err, "");
+  probe_run_free(&run);
+}
+END_TEST
+
+/* Under valgrind's memcheck, which replaces malloc, sampling starts but no allocation ever reaches the
+ * library: one warning at exit says so (the profile would otherwise look like an idle program's).
+ * Needs valgrind (scripts/install-deps.sh installs it); without it the check is skipped, said on
+ * stderr.  --trace-children: the probe is started through libtool's wrapper script. */
+START_TEST(hazards_malloc_not_ours_said)
+{
+  if (system("valgrind --version >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "hazards_malloc_not_ours_said: valgrind not found, skipped\n");
+    return;
+  }
+  probe_opts_t opts = {.env = (const char *const[]){"MIMALLOC_PROF=1", NULL}, .watchdog_s = 120};
+  probe_run_t run = probe_run("/usr/bin/valgrind", (const char *const[]){"-q", "--tool=memcheck", "--trace-children=yes",
+                              probe_getenv("MPROF_TEST_PROF_PROBE"), "stats", NULL}, &opts);
+  probe_assert_exit0(&run, "valgrind");
+  ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 1);
+  ck_assert_msg(strstr(run.err, "mimalloc-prof: warning: sampling was on, but no allocation reached this library") != NULL,
+                "stderr:\n%s", run.err);
+  probe_run_free(&run);
+}
+END_TEST
+
 Suite *hazards_suite(void)
 {
   Suite *s = suite_create("hazards");
@@ -530,6 +577,8 @@ Suite *hazards_suite(void)
   tcase_add_test(tc, hazards_mi_collect_true);
   tcase_add_test(tc, hazards_huge_and_overaligned);
   tcase_add_test(tc, hazards_sampled_tiny_aligned_16);
+  tcase_add_test(tc, hazards_signal_handler_frees);
+  tcase_add_test(tc, hazards_malloc_not_ours_said);
   suite_add_tcase(s, tc);
   return s;
 }
