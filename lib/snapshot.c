@@ -50,6 +50,7 @@ bool mprof_snapshot_take(mprof_snapshot_t *s, bool all)
   memset(s, 0, sizeof *s);
   s->all = all;
   sizing_t size = {.all = all};
+  size_t countdown = mprof_guard_enter();       /* a handler's free of a sampled block waits (internal.h) */
   mprof_record_lock_all();
   mprof_stacks_each(size_one, &size);
   s->bytes = size.stacks * sizeof(mprof_snap_stack_t) + size.frames * sizeof(uintptr_t);
@@ -62,6 +63,7 @@ bool mprof_snapshot_take(mprof_snapshot_t *s, bool all)
   }
   mprof_record_totals_locked(&s->totals);
   mprof_record_unlock_all();
+  mprof_guard_leave(countdown);
   if (s->bytes != 0 && s->mem == NULL) {
     errno = ENOMEM;
     return false;
