@@ -83,10 +83,13 @@ static void count(tally_t *t, int base, size_t size)
   double s = (double)size, x = s / (double)acc_rate;
   double p = -expm1(-x), odds = exp(-x) / p;          /* p and (1-p)/p, accurate at both ends */
   double k3 = odds * (1 - 2 * p) / p;                 /* (1-p)(1-2p)/p^2 */
+  /* The library rounds each sample's weights at random to whole units (1/1024 object, 1 byte), up with
+   * probability f = the fraction: that adds p f (1-f) units^2 of variance per allocation. */
+  double wo = 1024 / p, fo = wo - floor(wo), wb = s / p, fb = wb - floor(wb);
   t->n[base] += 1;
   t->n[base + 1] += size;
-  t->var[base] += odds;
-  t->var[base + 1] += s * s * odds;
+  t->var[base] += odds + p * fo * (1 - fo) / (1024.0 * 1024.0);
+  t->var[base + 1] += s * s * odds + p * fb * (1 - fb);
   t->k3[base] += k3;
   t->k3[base + 1] += s * s * s * k3;
   t->expect[base / 2] += p;
