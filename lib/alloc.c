@@ -59,7 +59,7 @@ static void *alloc_aligned(size_t alignment, size_t size)
 
 MPROF_EXPORT void *malloc(size_t size)
 {
-  if (mprof_likely(mprof_skip(size))) return mi_malloc(size);
+  if (mprof_likely(mprof_skip(size))) return mprof_mi.mi_malloc(size);
   return mprof_alloc_slow(size, 0, false);
 }
 
@@ -69,14 +69,14 @@ MPROF_EXPORT void free(void *p)
     mprof_free_slow(p);
     return;
   }
-  mi_free(p);
+  mprof_mi.mi_free(p);
 }
 
 MPROF_EXPORT void *calloc(size_t count, size_t size)
 {
   size_t total;
   if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return fail_errno(ENOMEM);
-  if (mprof_likely(mprof_skip(total))) return mi_zalloc(total);
+  if (mprof_likely(mprof_skip(total))) return mprof_mi.mi_zalloc(total);
   return mprof_alloc_slow(total, 0, true);
 }
 
@@ -84,14 +84,14 @@ MPROF_EXPORT void *calloc(size_t count, size_t size)
  * countdown like malloc.  A block that may be sampled always goes to the slow path. */
 MPROF_EXPORT void *realloc(void *p, size_t size)
 {
-  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mi_realloc(p, size);
+  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mprof_mi.mi_realloc(p, size);
   return mprof_realloc_slow(p, size);
 }
 
 MPROF_EXPORT size_t malloc_usable_size(void *p)
 {
   if (mprof_unlikely(mprof_maybe_sampled(p))) return mprof_usable_size_slow(p);
-  return mi_usable_size(p);
+  return mprof_mi.mi_usable_size(p);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ MPROF_EXPORT void *reallocf(void *p, size_t size)
 MPROF_EXPORT void cfree(void *p) { free(p); }
 MPROF_EXPORT void vfree(void *p) { free(p); }
 MPROF_EXPORT size_t malloc_size(const void *p) { return malloc_usable_size((void *)(uintptr_t)p); }
-MPROF_EXPORT size_t malloc_good_size(size_t size) { return mi_good_size(size); }
+MPROF_EXPORT size_t malloc_good_size(size_t size) { return mprof_mi.mi_good_size(size); }
 
 /* The Windows name mimalloc also exports: (size, alignment). */
 MPROF_EXPORT void *_aligned_malloc(size_t size, size_t alignment)

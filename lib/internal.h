@@ -14,12 +14,26 @@
 
 #include "inline.h"
 
+/* "mireal.c": libmimalloc.so.2's own functions.  This library exports the same names (mi_api.c), so it
+ * never calls them by name: always through this table (resolved by a constructor; each pointer starts at
+ * a stub that resolves the table first). */
+typedef struct mprof_mi_s {
+#define MI_FN(ret, name, params, args) ret(*name) params;
+#define MI_VOID(name, params, args)    void(*name) params;
+#include "mimalloc_api.def"
+#undef MI_FN
+#undef MI_VOID
+} mprof_mi_t;
+
+extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
+void mprof_mi_resolve(void);
+
 /* Debian's mimalloc 2.0.9 mi_malloc_aligned() returns misaligned blocks for power-of-two sizes of
  * 256..1024 bytes at an alignment of 32..size (mimalloc issue #700, fixed after 2.0.9; seen here with
  * aligned_alloc(256, 512) and C++ aligned new).  The _at variants take mimalloc's general aligned path,
  * which checks the block it got. */
-#define mprof_mi_malloc_aligned(size, alignment)  mi_malloc_aligned_at((size), (alignment), 0)
-#define mprof_mi_zalloc_aligned(size, alignment)  mi_zalloc_aligned_at((size), (alignment), 0)
+#define mprof_mi_malloc_aligned(size, alignment)  mprof_mi.mi_malloc_aligned_at((size), (alignment), 0)
+#define mprof_mi_zalloc_aligned(size, alignment)  mprof_mi.mi_zalloc_aligned_at((size), (alignment), 0)
 
 /* Requests above PTRDIFF_MAX can never be served; mimalloc then returns NULL without setting errno, so
  * the slow paths (which every such request reaches: no countdown is that large) set ENOMEM. */
@@ -131,7 +145,7 @@ void     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, uint64_t stac
 /* An unsampled allocation straight from mimalloc (the slow paths' fallback). */
 static inline void *mprof_plain_alloc(size_t size, size_t alignment, bool zero)
 {
-  if (alignment == 0) return zero ? mi_zalloc(size) : mi_malloc(size);
+  if (alignment == 0) return zero ? mprof_mi.mi_zalloc(size) : mprof_mi.mi_malloc(size);
   return zero ? mprof_mi_zalloc_aligned(size, alignment) : mprof_mi_malloc_aligned(size, alignment);
 }
 
@@ -316,7 +330,7 @@ static inline void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
   return NULL;
 }
 static inline void *mprof_realloc_slow(void *p, size_t size) { return mprof_alloc_slow(size, 0, !p); }
-static inline void mprof_free_slow(void *p) { mi_free(p); }
+static inline void mprof_free_slow(void *p) { mprof_mi.mi_free(p); }
 
 #endif /* MPROF_PPROF */
 

@@ -114,7 +114,7 @@ void mprof_free_slow(void *p)
 {
   if (p == NULL) return;
   if (!mprof_sheap_contains(p)) {
-    mi_free(p);
+    mprof_mi.mi_free(p);
     return;
   }
   mprof_tls_t *t = &mprof_tls;
@@ -131,7 +131,7 @@ void mprof_free_slow(void *p)
 size_t mprof_usable_size_slow(const void *p)
 {
   if (p == NULL) return 0;
-  return mprof_sheap_contains(p) ? mprof_sheap_usable_size(p) : mi_usable_size(p);
+  return mprof_sheap_contains(p) ? mprof_sheap_usable_size(p) : mprof_mi.mi_usable_size(p);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ static void *move_to(void *q, void *p, size_t old, size_t size, bool p_sampled)
 {
   memcpy(q, p, old < size ? old : size);
   if (p_sampled) free_sampled(p);
-  else mi_free(p);
+  else mprof_mi.mi_free(p);
   return q;
 }
 
@@ -157,7 +157,7 @@ static void *realloc_sampled(mprof_tls_t *t, void *p, size_t size, bool p_sample
     if (stack_id != 0) mprof_sample_record(t, p, size, stack_id, why);
     return p;
   }
-  size_t old = p == NULL ? 0 : p_sampled ? mprof_sheap_usable_size(p) : mi_usable_size(p);
+  size_t old = p == NULL ? 0 : p_sampled ? mprof_sheap_usable_size(p) : mprof_mi.mi_usable_size(p);
   void *q = mprof_sample_alloc(t, size, 0, false);
   if (q == NULL) return NULL;                         /* p is left as it was */
   return p == NULL ? q : move_to(q, p, old, size, p_sampled);
@@ -170,7 +170,7 @@ static void *realloc_unsampled(void *p, size_t size)
     forget(p);
     return p;
   }
-  void *q = mi_malloc(size);
+  void *q = mprof_mi.mi_malloc(size);
   if (q == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -181,7 +181,7 @@ static void *realloc_unsampled(void *p, size_t size)
 /* realloc with the guard up: p sampled.  Its record is left to the deferred free. */
 static void *realloc_guarded(void *p, size_t size)
 {
-  void *q = mi_malloc(size);
+  void *q = mprof_mi.mi_malloc(size);
   if (q == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -198,7 +198,7 @@ void *mprof_realloc_slow(void *p, size_t size)
   mprof_tls_t *t = &mprof_tls;
   bool charged = mprof_maybe_sampled(p) ? mprof_skip(size) : false;   /* not yet charged: charge now */
   bool p_sampled = p != NULL && mprof_sheap_contains(p);
-  if (charged && !p_sampled) return mi_realloc(p, size);
+  if (charged && !p_sampled) return mprof_mi.mi_realloc(p, size);
   size_t before = charged ? t->countdown : t->countdown + size;       /* wrapped: undo, in size_t */
   if (mprof_unlikely(size > MPROF_MAX_REQUEST)) {
     t->countdown = before;
@@ -207,13 +207,13 @@ void *mprof_realloc_slow(void *p, size_t size)
   }
   if (mprof_unlikely(t->guard != 0)) {
     t->countdown = before;
-    return p_sampled ? realloc_guarded(p, size) : mi_realloc(p, size);
+    return p_sampled ? realloc_guarded(p, size) : mprof_mi.mi_realloc(p, size);
   }
   t->guard++;
   bool sampled = !charged && mprof_take_sample(t, size, before);
   size_t next = t->countdown;                         /* nothing done below is charged */
   void *q = sampled ? realloc_sampled(t, p, size, p_sampled)
-                    : p_sampled ? realloc_unsampled(p, size) : mi_realloc(p, size);
+                    : p_sampled ? realloc_unsampled(p, size) : mprof_mi.mi_realloc(p, size);
   mprof_guard_leave(next);
   return q;
 }
