@@ -278,10 +278,13 @@ static size_t run_len(size_t head)
   return n;
 }
 
-bool mprof_arena_is_run(const void *p)
+/* The head of the chunk run p lies in, or NULL when p is not in one (lock-free: a live run's chunks do
+ * not change state). */
+void *mprof_arena_run_head(const void *p)
 {
-  uintptr_t a = (uintptr_t)p;
-  return (a & (MPROF_CHUNK - 1)) == 0 && get(index_of(a)) == CHUNK_RUN;
+  size_t i = index_of((uintptr_t)p);
+  while (get(i) == CHUNK_RUN_TAIL) i--;
+  return get(i) == CHUNK_RUN ? chunk_addr(i) : NULL;
 }
 
 size_t mprof_arena_run_bytes(const void *p) { return run_len(index_of((uintptr_t)p)) << MPROF_CHUNK_SHIFT; }

@@ -92,9 +92,23 @@ typedef struct mprof_scratch_s {      /* bump allocator for one dump; zero-initi
 void *mprof_scratch_alloc(mprof_scratch_t *s, size_t bytes);   /* zeroed, 16-aligned; NULL: budget */
 void  mprof_scratch_release(mprof_scratch_t *s);
 
-/* "slow.c": the slow paths the fast paths fall into when a countdown runs out or a block may be sampled */
-void  *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;
+/* "slow.c": the slow paths the fast paths fall into when a countdown runs out or a block may be sampled.
+ * A request as they see it, from the C malloc family and from mimalloc's API alike: */
+typedef struct mprof_req_s mprof_req_t;
+struct mprof_req_s {
+  mi_heap_t *heap;                /* the heap asked for; NULL: the thread's default heap */
+  size_t     size;                /* bytes */
+  size_t     alignment, offset;   /* (p + offset) % alignment == 0; alignment 0: none asked */
+  bool       zero;
+  void *(*plain)(const mprof_req_t *r);                 /* serves it unsampled: the entry point's own
+                                                         * semantics (errno, NULL) */
+  void *(*plain_realloc)(void *p, const mprof_req_t *r); /* realloc entry points: p ordinary, unsampled */
+};
+
+void  *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;   /* C family */
 void  *mprof_realloc_slow(void *p, size_t size) MPROF_NOINLINE MPROF_COLD;
+void  *mprof_alloc_slow_req(const mprof_req_t *r) MPROF_NOINLINE MPROF_COLD;
+void  *mprof_realloc_slow_req(void *p, const mprof_req_t *r) MPROF_NOINLINE MPROF_COLD;
 void   mprof_free_slow(void *p) MPROF_NOINLINE MPROF_COLD;
 size_t mprof_usable_size_slow(const void *p) MPROF_NOINLINE MPROF_COLD;
 
@@ -137,9 +151,10 @@ void mprof_sampler_postfork_child(void);
 uint64_t mprof_sampler_slow_path_calls(void);
 void     mprof_sampler_reset_calls(void);
 bool     mprof_take_sample(mprof_tls_t *t, size_t size, size_t before);          /* guard up */
-void    *mprof_sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool zero);
+void    *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r);
+mi_heap_t *mprof_sample_heap(const mprof_req_t *r);   /* the heap a sampled block belongs to */
 uint64_t mprof_sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why);
-void     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, uint64_t stack_id,
+void     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
                              mi_prof_drop_reason_t why);
 
 /* An unsampled allocation straight from mimalloc (the slow paths' fallback). */
@@ -162,7 +177,7 @@ void   mprof_arena_chunk_free(void *chunk);
 void  *mprof_arena_run_alloc(size_t bytes, size_t align, bool *fresh);   /* NULL: EFBIG, ENOSPC, ENOMEM */
 void   mprof_arena_run_free(void *p);
 void   mprof_arena_run_shrink(void *p, size_t bytes);
-bool   mprof_arena_is_run(const void *p);
+void  *mprof_arena_run_head(const void *p);   /* lock-free */
 size_t mprof_arena_run_bytes(const void *p);
 void   mprof_arena_purge(void);                /* one purge period passed: unmap runs cached since the last */
 void   mprof_arena_release_cache(void);        /* unmap every cached run */
@@ -181,7 +196,7 @@ typedef struct mprof_sheap_usage_s {
 bool   mprof_sheap_init(void);                /* the arena's window (once, under api_lock) */
 bool   mprof_sheap_init_done(void);
 bool   mprof_sheap_contains(const void *p);   /* exactly: p is (or was) a sampled block's memory */
-void  *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why);
+void  *mprof_sheap_alloc(size_t size, size_t alignment, size_t offset, bool zero, mi_prof_drop_reason_t *why);
 void   mprof_sheap_free(void *p);
 size_t mprof_sheap_usable_size(const void *p);
 bool   mprof_sheap_resize(void *p, size_t size);   /* realloc in place: true if p holds size */
@@ -191,6 +206,7 @@ void   mprof_sheap_postfork(void);
 
 /* "record.c": live sampled blocks, a sharded address -> record table */
 #define MPROF_RECORD_OBSERVED 1u              /* the observer's on_sample saw this block */
+#define MPROF_RECORD_ORPHAN   2u              /* no longer a sample: no weight, no stack (record.c) */
 
 typedef struct mprof_record_s {
   uintptr_t addr;         /* block address; 0 = empty slot */
@@ -198,7 +214,7 @@ typedef struct mprof_record_s {
   uint64_t  obj_fx;       /* estimated objects this sample stands for, 1/MPROF_FX_ONE units */
   uint64_t  inuse_bytes;  /* estimated bytes it adds to in-use: size * obj_fx / MPROF_FX_ONE */
   uint64_t  stack_id;     /* interned stack (0 = none) */
-  uint64_t  time_ns;      /* CLOCK_REALTIME at the sample */
+  mi_heap_t *heap;        /* the mimalloc heap it was allocated from (mi_heap_destroy frees it) */
   uint32_t  tid;          /* sampling thread */
   uint32_t  flags;        /* MPROF_RECORD_* */
 } mprof_record_t;         /* 64 bytes: one cache line */
@@ -226,6 +242,11 @@ void           mprof_record_end(void);
 mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word);
 bool           mprof_record_remove(uintptr_t addr, mprof_record_t *out);
 bool           mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint64_t session_word);
+bool           mprof_record_orphan(uintptr_t addr, size_t size, mi_heap_t *heap);
+bool           mprof_record_find(uintptr_t addr, mprof_record_t *out);
+size_t         mprof_record_take_heap(mi_heap_t *heap, void (*fn)(const mprof_record_t *r, void *arg), void *arg);
+void           mprof_record_retag(mi_heap_t *from, mi_heap_t *to);
+void           mprof_record_each_heap(mi_heap_t *heap, void (*fn)(const mprof_record_t *r, void *arg), void *arg);
 void           mprof_record_totals(mprof_totals_t *out);
 void           mprof_record_totals_locked(mprof_totals_t *out);   /* every shard lock held */
 void           mprof_record_reset_alloc(void);

@@ -5,10 +5,16 @@
  * its slots, its counters and its session; sampling is rare, so the locks are cold, and sharding only
  * keeps concurrent samples and frees of different blocks from meeting.
  *
- * A shard accepts records only for the session it was opened for (mprof_record_begin): a thread that
+ * A shard accepts samples only for the session it was opened for (mprof_record_begin): a thread that
  * drew its interval before a stop or restart cannot leak a sample with the old rate's weight into the new
- * session.  A record whose address comes back in a new sample is stale (its block was freed behind our
- * back, e.g. by mi_free directly) and is replaced; that counts as an untracked free.
+ * session.
+ *
+ * Orphans.  Every block in the sampled-block arena keeps a record for as long as it lives, so that its
+ * free, and mi_heap_destroy() of its heap, always find it.  A block that is no longer a sample (its
+ * session stopped; a realloc that was not sampled kept it in place) keeps an orphan record: its heap and
+ * size, no weight, no stack, outside every total.  So the table outlives a session while such blocks
+ * live.  A record whose address comes back in a new sample is stale (its block was freed behind our back)
+ * and is replaced; that counts as an untracked free.
  *
  * Each record names its stack (stacktab.c); the stack's counters change here, under the record's shard
  * lock, together with the shard's totals, so a snapshot taken with every shard lock held sees per-stack
@@ -25,6 +31,7 @@ typedef struct shard_s {
   pthread_mutex_t lock;
   mprof_record_t *slots;      /* capacity slots, or NULL */
   size_t          capacity;   /* power of two, or 0 */
+  size_t          used;       /* records, orphans included */
   uint64_t        session;    /* session word records are accepted for; 0 = closed */
   mprof_totals_t  totals;
 } __attribute__((aligned(64))) shard_t;
@@ -60,7 +67,7 @@ static size_t probe(const shard_t *s, uintptr_t addr)
 /* Makes room for one more record (load <= 70%).  False when profiler memory is exhausted. */
 static bool shard_reserve(shard_t *s)
 {
-  if (s->capacity != 0 && (s->totals.live + 1) * 10 <= s->capacity * 7) return true;
+  if (s->capacity != 0 && (s->used + 1) * 10 <= s->capacity * 7) return true;
   size_t cap = s->capacity ? s->capacity * 2 : MPROF_SLOTS_MIN;
   mprof_record_t *slots = mprof_pmem_map(cap * sizeof(mprof_record_t));
   if (slots == NULL) return false;
@@ -105,6 +112,7 @@ static void stack_add(uint64_t id, int64_t obj_fx, int64_t bytes, bool allocated
 
 static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r)
 {
+  if (r->flags & MPROF_RECORD_ORPHAN) return;
   t->live--;
   t->live_req_bytes -= r->size;
   t->inuse_obj_fx -= r->obj_fx;
@@ -122,12 +130,12 @@ void mprof_record_unlock_all(void)
   for (size_t i = MPROF_SHARDS; i-- > 0;) pthread_mutex_unlock(&shards[i].lock);
 }
 
-/* Start: empty tables and stacks, accepting only this session. */
+/* Start: fresh counters and stacks, accepting only this session (orphans stay). */
 void mprof_record_begin(uint64_t session_word)
 {
   mprof_record_lock_all();
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
-    shard_release(&shards[i]);
+    if (shards[i].used == 0) shard_release(&shards[i]);
     memset(&shards[i].totals, 0, sizeof shards[i].totals);
     shards[i].session = session_word;
   }
@@ -135,20 +143,39 @@ void mprof_record_begin(uint64_t session_word)
   mprof_record_unlock_all();
 }
 
-/* Stop: every record and stack is freed; the in-use sums go with them, the session's cumulative counts
- * stay. */
+/* Stop: every record loses its weight and stack and becomes an orphan (its block still lives); the stacks
+ * go; the in-use sums go with them, the session's cumulative counts stay. */
 void mprof_record_end(void)
 {
   mprof_record_lock_all();
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     shard_t *s = &shards[i];
-    shard_release(s);
+    for (size_t k = 0; k < s->capacity; k++) {
+      mprof_record_t *r = &s->slots[k];
+      if (r->addr == 0) continue;
+      r->stack_id = r->obj_fx = r->inuse_bytes = 0;
+      r->flags = MPROF_RECORD_ORPHAN;
+    }
+    if (s->used == 0) shard_release(s);
     s->totals.live = s->totals.live_req_bytes = 0;
     s->totals.inuse_obj_fx = s->totals.inuse_bytes = 0;
     s->session = 0;
   }
   mprof_stacks_end();
   mprof_record_unlock_all();
+}
+
+/* Puts r in its slot (shard lock held, room reserved): a stale record at the address is replaced. */
+static void slot_put(shard_t *s, const mprof_record_t *r)
+{
+  mprof_record_t *slot = &s->slots[probe(s, r->addr)];
+  if (slot->addr != 0) {                       /* stale: freed behind our back */
+    totals_sub_live(&s->totals, slot);
+    s->totals.untracked_frees++;
+  } else {
+    s->used++;
+  }
+  *slot = *r;
 }
 
 mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word)
@@ -161,12 +188,7 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
   } else if (mprof_unlikely(!shard_reserve(s))) {
     rc = MPROF_INSERT_MEMORY;
   } else {
-    mprof_record_t *slot = &s->slots[probe(s, r->addr)];
-    if (slot->addr != 0) {                     /* stale: freed behind our back */
-      totals_sub_live(&s->totals, slot);
-      s->totals.untracked_frees++;
-    }
-    *slot = *r;
+    slot_put(s, r);
     s->totals.samples++;
     s->totals.live++;
     s->totals.live_req_bytes += r->size;
@@ -191,11 +213,94 @@ bool mprof_record_remove(uintptr_t addr, mprof_record_t *out)
       *out = s->slots[i];
       totals_sub_live(&s->totals, out);
       slot_delete(s, i);
+      s->used--;
       found = true;
     }
   }
   pthread_mutex_unlock(&s->lock);
   return found;
+}
+
+/* The block at addr stays, no longer a sample: its record (if any) becomes an orphan of `heap`.  False
+ * when no record could be kept (profiler memory). */
+bool mprof_record_orphan(uintptr_t addr, size_t size, mi_heap_t *heap)
+{
+  shard_t *s = shard_of(addr);
+  mprof_record_t r = {.addr = addr, .size = size, .heap = heap, .flags = MPROF_RECORD_ORPHAN};
+  bool ok;
+  pthread_mutex_lock(&s->lock);
+  ok = shard_reserve(s);
+  if (ok) slot_put(s, &r);
+  pthread_mutex_unlock(&s->lock);
+  return ok;
+}
+
+/* Removes every record of `heap` (mi_heap_destroy), calling fn on each with its shard lock held: fn may
+ * only copy it.  Returns how many. */
+size_t mprof_record_take_heap(mi_heap_t *heap, void (*fn)(const mprof_record_t *r, void *arg), void *arg)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    shard_t *s = &shards[i];
+    pthread_mutex_lock(&s->lock);
+    for (size_t k = 0; k < s->capacity;) {
+      mprof_record_t *r = &s->slots[k];
+      if (r->addr == 0 || r->heap != heap) {
+        k++;
+        continue;
+      }
+      fn(r, arg);
+      totals_sub_live(&s->totals, r);
+      slot_delete(s, k);                       /* a later record may move into slot k: look again */
+      s->used--;
+      n++;
+    }
+    pthread_mutex_unlock(&s->lock);
+  }
+  return n;
+}
+
+/* Every record of heap `from` now belongs to `to` (mi_heap_delete moves the blocks so). */
+void mprof_record_retag(mi_heap_t *from, mi_heap_t *to)
+{
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    shard_t *s = &shards[i];
+    pthread_mutex_lock(&s->lock);
+    for (size_t k = 0; k < s->capacity; k++) {
+      if (s->slots[k].addr != 0 && s->slots[k].heap == from) s->slots[k].heap = to;
+    }
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+/* The record at addr, copied; false when there is none. */
+bool mprof_record_find(uintptr_t addr, mprof_record_t *out)
+{
+  shard_t *s = shard_of(addr);
+  bool found = false;
+  pthread_mutex_lock(&s->lock);
+  if (s->capacity != 0) {
+    size_t i = probe(s, addr);
+    if (s->slots[i].addr == addr) {
+      *out = s->slots[i];
+      found = true;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return found;
+}
+
+/* Calls fn on every record of `heap` (shard locks held one at a time: fn may only copy). */
+void mprof_record_each_heap(mi_heap_t *heap, void (*fn)(const mprof_record_t *r, void *arg), void *arg)
+{
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    shard_t *s = &shards[i];
+    pthread_mutex_lock(&s->lock);
+    for (size_t k = 0; k < s->capacity; k++) {
+      if (s->slots[k].addr != 0 && s->slots[k].heap == heap) fn(&s->slots[k], arg);
+    }
+    pthread_mutex_unlock(&s->lock);
+  }
 }
 
 /* A sample that could not be recorded (no room for its block or its record): its allocated weight

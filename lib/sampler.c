@@ -161,13 +161,6 @@ static uint32_t thread_id(mprof_tls_t *t)
   return t->tid;
 }
 
-static uint64_t now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Captures and interns the stack of the allocation being sampled (before any profiler lock).  Returns
  * its id, with *why = MI_PROF_DROP_REASONS; or the id of the "dropped (reason)" stack with *why = the
  * reason when it has none; or 0 when the session ended meanwhile (nothing is to be counted). */
@@ -195,7 +188,8 @@ static void weigh(mprof_tls_t *t, size_t size, mprof_record_t *r)
 
 /* Records the sampled block p of `size` bytes under `stack_id` (a real stack when why is
  * MI_PROF_DROP_REASONS, else the "dropped (why)" stack) and tells the observer.  Guard up. */
-void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, uint64_t stack_id, mi_prof_drop_reason_t why)
+void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
+                         mi_prof_drop_reason_t why)
 {
   mprof_observer_t obs;
   mprof_observer_get(&obs);
@@ -203,7 +197,7 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, uint64_t stack_id
     .addr = (uintptr_t)p,
     .size = size,
     .stack_id = stack_id,
-    .time_ns = now_ns(),
+    .heap = heap,
     .tid = thread_id(t),
     .flags = obs.on_sample != NULL ? MPROF_RECORD_OBSERVED : 0,
   };
@@ -213,7 +207,10 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, uint64_t stack_id
     why = MI_PROF_DROP_MEMORY;
     mprof_record_count(mprof_stack_dropped(why), r.obj_fx, r.inuse_bytes, t->session);
   }
-  if (rc == MPROF_INSERT_SESSION) return;                 /* stopped meanwhile: not a sample */
+  if (rc == MPROF_INSERT_SESSION) {                       /* stopped meanwhile: not a sample */
+    mprof_record_orphan((uintptr_t)p, size, heap);
+    return;
+  }
   if (mprof_unlikely(why != MI_PROF_DROP_REASONS)) mprof_drop(why);
   if (rc != MPROF_INSERT_OK) return;
   mprof_dump_note_alloc(r.inuse_bytes);
@@ -223,31 +220,34 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, uint64_t stack_id
 /* Captures the stack of a sample about to be recorded at an address decided later (realloc in place). */
 uint64_t mprof_sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why) { return sample_stack(t, why); }
 
+mi_heap_t *mprof_sample_heap(const mprof_req_t *r) { return r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default(); }
+
 /* A sampled allocation: the block from the sampled-block heap, recorded with its stack; or, when the
- * heap cannot hold it, from mimalloc with its allocated weight counted under the "dropped" stack; NULL
- * (errno ENOMEM) when mimalloc cannot serve it either, and then nothing is counted.  Guard up. */
-void *mprof_sample_alloc(mprof_tls_t *t, size_t size, size_t alignment, bool zero)
+ * heap cannot hold it, served unsampled by the request's own path with its allocated weight counted
+ * under the "dropped" stack; NULL (with the entry point's errno) when that fails too, and then nothing
+ * is counted.  Guard up. */
+void *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r)
 {
   int saved_errno = errno;
   mi_prof_drop_reason_t why, arena_why;
   uint64_t stack_id = sample_stack(t, &why);
-  void *p = mprof_sheap_alloc(size, alignment, zero, &arena_why);
+  void *p = mprof_sheap_alloc(r->size, r->alignment, r->offset, r->zero, &arena_why);
   if (mprof_likely(p != NULL)) {
-    if (stack_id != 0) mprof_sample_record(t, p, size, stack_id, why);
+    if (stack_id != 0) mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why);
+    else mprof_record_orphan((uintptr_t)p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
     errno = saved_errno;
     return p;
   }
-  p = mprof_plain_alloc(size, alignment, zero);
-  if (p == NULL) {                                        /* impossible anyway: not a sample */
-    errno = ENOMEM;
-    return NULL;
-  }
-  if (stack_id != 0) {                                    /* untracked: allocated weight only */
-    mprof_record_t r = {.size = size};
-    weigh(t, size, &r);
-    if (mprof_record_count(mprof_stack_dropped(arena_why), r.obj_fx, r.inuse_bytes, t->session))
-      mprof_drop(arena_why);
-  }
   errno = saved_errno;
+  p = r->plain(r);
+  if (p == NULL) return NULL;                             /* failed anyway: not a sample */
+  if (stack_id != 0) {                                    /* untracked: allocated weight only */
+    int err = errno;
+    mprof_record_t w = {.size = r->size};
+    weigh(t, r->size, &w);
+    if (mprof_record_count(mprof_stack_dropped(arena_why), w.obj_fx, w.inuse_bytes, t->session))
+      mprof_drop(arena_why);
+    errno = err;
+  }
   return p;
 }

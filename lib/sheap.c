@@ -408,21 +408,34 @@ static block_kind_t kind_for(size_t size, size_t alignment, uint8_t *cls)
   return BLOCK_LARGE;
 }
 
-/* What a live block is, and its usable bytes (sheap_lock held). */
-static block_kind_t kind_of(const void *p, size_t *usable)
+/* The block that holds p (its start, which p may be past: an _aligned_at request with an offset gets a
+ * pointer inside its block) and its kind and usable bytes.  Lock-free: what describes a live block (its
+ * chunk's state, its slab's class, its run's length) does not change while the block lives. */
+typedef struct block_s {
+  block_kind_t kind;
+  char        *start;
+  size_t       usable;         /* bytes from start */
+} block_t;
+
+static block_t block_of(const void *p)
 {
-  if (mprof_arena_is_run(p)) {
-    *usable = mprof_arena_run_bytes(p);
-    return BLOCK_LARGE;
+  block_t b;
+  char *run = mprof_arena_run_head(p);
+  if (run != NULL) {
+    b = (block_t){BLOCK_LARGE, run, mprof_arena_run_bytes(run)};
+    return b;
   }
   pchunk_t *c = chunk_of(p);
-  const pdesc_t *d = &c->page[head_of(c, page_index(c, p))];
+  size_t h = head_of(c, page_index(c, p));
+  const pdesc_t *d = &c->page[h];
+  char *first = page_addr(c, h);
   if (d->kind == PG_SLAB) {
-    *usable = class_size[d->cls];
-    return BLOCK_SMALL;
+    size_t cs = class_size[d->cls];
+    b = (block_t){BLOCK_SMALL, first + ((size_t)((const char *)p - first) / cs) * cs, cs};
+  } else {
+    b = (block_t){BLOCK_MEDIUM, first, (size_t)d->npages * page};
   }
-  *usable = (size_t)d->npages * page;
-  return BLOCK_MEDIUM;
+  return b;
 }
 
 static void *alloc_locked(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why)
@@ -469,78 +482,89 @@ static void *alloc_locked(size_t size, size_t alignment, bool zero, mi_prof_drop
   return p;
 }
 
-/* A block of at least `size` bytes aligned to `alignment` (a power of two >= 16), zeroed when asked;
- * NULL with *why when the arena cannot hold it (the caller serves the request unsampled). */
-void *mprof_sheap_alloc(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why)
+/* A block of at least `size` bytes such that p + offset is aligned to `alignment` (a power of two; 0 and
+ * anything below 16 mean 16), zeroed when asked; NULL with *why when the arena cannot hold it (the
+ * caller serves the request unsampled).  With an offset that is not a multiple of the alignment, the
+ * block is `alignment` bytes larger and p points into it. */
+void *mprof_sheap_alloc(size_t size, size_t alignment, size_t offset, bool zero, mi_prof_drop_reason_t *why)
 {
   if (alignment < 16) alignment = 16;
+  size_t shift = offset & (alignment - 1), need = size;
+  if (shift != 0 && __builtin_add_overflow(size, alignment, &need)) {
+    *why = MI_PROF_DROP_TOO_LARGE;
+    return NULL;
+  }
+  size_t base_align = shift != 0 ? 16 : alignment;
   pthread_mutex_lock(&sheap_lock);
   purge_tick();
-  void *p = alloc_locked(size, alignment, zero, why);
+  char *p = alloc_locked(need, base_align, zero, why);
   if (p == NULL && *why == MI_PROF_DROP_ARENA_FULL) {   /* no room: give back what is cached, retry */
     purge(true);
-    p = alloc_locked(size, alignment, zero, why);
+    p = alloc_locked(need, base_align, zero, why);
   }
   pthread_mutex_unlock(&sheap_lock);
+  if (p != NULL && shift != 0) {
+    uintptr_t at = ((uintptr_t)p + shift + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    p = (char *)(at - shift);
+  }
   return p;
 }
 
 void mprof_sheap_free(void *p)
 {
-  size_t usable;
   pthread_mutex_lock(&sheap_lock);
-  switch (kind_of(p, &usable)) {
+  block_t b = block_of(p);
+  switch (b.kind) {
   case BLOCK_LARGE:
-    large_bytes -= usable;
-    mprof_arena_run_free(p);
+    large_bytes -= b.usable;
+    mprof_arena_run_free(b.start);
     break;
   case BLOCK_SMALL: {
-    pchunk_t *c = chunk_of(p);
-    slab_free(c, head_of(c, page_index(c, p)), p);
+    pchunk_t *c = chunk_of(b.start);
+    slab_free(c, head_of(c, page_index(c, b.start)), b.start);
     break;
   }
   case BLOCK_MEDIUM: {
-    pchunk_t *c = chunk_of(p);
-    run_free(c, head_of(c, page_index(c, p)));
+    pchunk_t *c = chunk_of(b.start);
+    run_free(c, page_index(c, b.start));
     break;
   }
   }
   live_blocks--;
-  live_bytes -= usable;
+  live_bytes -= b.usable;
   purge_tick();
   pthread_mutex_unlock(&sheap_lock);
 }
 
-/* Lock-free: what describes a live block (its chunk's state, its slab's class or run's length) does
- * not change while the block lives.  So malloc_usable_size() and a realloc from a signal handler can ask. */
+/* Bytes usable from p on (lock-free, see block_of): malloc_usable_size(), and a realloc from a signal
+ * handler, may ask. */
 size_t mprof_sheap_usable_size(const void *p)
 {
-  size_t usable;
-  kind_of(p, &usable);
-  return usable;
+  block_t b = block_of(p);
+  return b.usable - (size_t)((const char *)p - b.start);
 }
 
 /* Whether a sampled block can take `size` bytes where it is: when a fresh request of that size would be
  * served the same way (the same class, the same number of pages), or it is a large block that the size
- * still needs a chunk run for (which then shrinks to the chunks needed).  realloc keeps such a block. */
+ * still needs a chunk run for (which then shrinks to the chunks needed).  realloc keeps such a block.
+ * A pointer inside its block (an offset request) never stays. */
 bool mprof_sheap_resize(void *p, size_t size)
 {
-  size_t usable;
   uint8_t cls = CLASSES;
   bool ok = false;
   pthread_mutex_lock(&sheap_lock);
-  block_kind_t now = kind_of(p, &usable);
-  if (size != 0 && now == kind_for(size, 16, &cls)) {
-    switch (now) {
-    case BLOCK_SMALL: ok = class_size[cls] == usable; break;
-    case BLOCK_MEDIUM: ok = (size + page - 1) / page * page == usable; break;
+  block_t b = block_of(p);
+  if (size != 0 && b.start == (char *)p && b.kind == kind_for(size, 16, &cls)) {
+    switch (b.kind) {
+    case BLOCK_SMALL: ok = class_size[cls] == b.usable; break;
+    case BLOCK_MEDIUM: ok = (size + page - 1) / page * page == b.usable; break;
     case BLOCK_LARGE:
-      ok = size <= usable;
+      ok = size <= b.usable;
       if (ok) {
         mprof_arena_run_shrink(p, size);
         size_t after = mprof_arena_run_bytes(p);
-        large_bytes -= usable - after;
-        live_bytes -= usable - after;
+        large_bytes -= b.usable - after;
+        live_bytes -= b.usable - after;
       }
       break;
     }

@@ -56,56 +56,74 @@ void mprof_guard_drain(mprof_tls_t *t)
    Allocation
 --------------------------------------------------------------------------------------------------- */
 
-/* The countdown ran out for an allocation of `size` bytes (it has wrapped). */
-void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
+/* The C malloc family's unsampled path: mimalloc, and errno = ENOMEM on failure (mimalloc leaves it for
+ * requests above PTRDIFF_MAX and for aligned ones). */
+static void *c_plain(const mprof_req_t *r)
+{
+  void *p = mprof_plain_alloc(r->size, r->alignment, r->zero);
+  if (mprof_unlikely(p == NULL)) errno = ENOMEM;
+  return p;
+}
+
+static void *c_plain_realloc(void *p, const mprof_req_t *r)
+{
+  void *q = mprof_mi.mi_realloc(p, r->size);
+  if (mprof_unlikely(q == NULL)) errno = ENOMEM;
+  return q;
+}
+
+/* The countdown ran out for an allocation of r->size bytes (it has wrapped). */
+void *mprof_alloc_slow_req(const mprof_req_t *r)
 {
   mprof_tls_t *t = &mprof_tls;
-  size_t before = t->countdown + size;          /* the fast path's subtraction undone, in size_t */
-  if (mprof_unlikely(size > MPROF_MAX_REQUEST)) {
-    t->countdown = before;
-    errno = ENOMEM;                             /* impossible: not a sample, nothing counted */
-    return NULL;
-  }
-  if (mprof_unlikely(t->guard != 0)) {          /* the profiler's own, or a handler's inside it */
-    t->countdown = before;
-    return mprof_plain_alloc(size, alignment, zero);
+  size_t before = t->countdown + r->size;       /* the fast path's subtraction undone, in size_t */
+  if (mprof_unlikely(r->size > MPROF_MAX_REQUEST || t->guard != 0)) {
+    t->countdown = before;                      /* impossible (not a sample, nothing counted), or the
+                                                 * profiler's own, or a handler's inside it */
+    return r->plain(r);
   }
   t->guard++;
-  void *p;
-  if (mprof_take_sample(t, size, before)) {
+  if (mprof_take_sample(t, r->size, before)) {
     size_t next = t->countdown;                 /* what the sample allocates is not charged */
-    p = mprof_sample_alloc(t, size, alignment, zero);
+    void *p = mprof_sample_alloc(t, r);
     mprof_guard_leave(next);
     return p;
   }
   mprof_guard_leave(t->countdown);
-  p = mprof_plain_alloc(size, alignment, zero);
-  if (mprof_unlikely(p == NULL)) errno = ENOMEM;
-  return p;
+  return r->plain(r);
+}
+
+void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
+{
+  mprof_req_t r = {.size = size, .alignment = alignment, .zero = zero, .plain = c_plain};
+  return mprof_alloc_slow_req(&r);
 }
 
 /* ---------------------------------------------------------------------------------------------------
    Free
 --------------------------------------------------------------------------------------------------- */
 
-/* Forgets p's record (if it has one: blocks sampled before a stop, or kept by a realloc that was not
- * sampled, have none) and tells the observer.  Guard up. */
-static void forget(void *p)
+/* Forgets p's record (orphans too) and tells the observer about a sample's; the record is copied to
+ * *out when asked.  Guard up. */
+static bool forget(void *p, mprof_record_t *out)
 {
   mprof_record_t r;
-  if (!mprof_record_remove((uintptr_t)p, &r)) return;
+  if (!mprof_record_remove((uintptr_t)p, &r)) return false;
+  if (out != NULL) *out = r;
+  if (r.flags & MPROF_RECORD_ORPHAN) return true;
   mprof_dump_note_inuse(-(int64_t)r.inuse_bytes);
   if (r.flags & MPROF_RECORD_OBSERVED) {
     mprof_observer_t obs;
     mprof_observer_get(&obs);
     if (obs.on_free != NULL) obs.on_free(p, r.size, obs.arg);
   }
+  return true;
 }
 
 /* Guard up. */
 static void free_sampled(void *p)
 {
-  forget(p);
+  forget(p, NULL);
   mprof_sheap_free(p);
 }
 
@@ -138,6 +156,11 @@ size_t mprof_usable_size_slow(const void *p)
    realloc
 --------------------------------------------------------------------------------------------------- */
 
+static bool aligned(const void *p, const mprof_req_t *r)
+{
+  return r->alignment == 0 || ((uintptr_t)p + r->offset) % r->alignment == 0;
+}
+
 /* Moves the block p (of `old` usable bytes) to q and frees p.  Guard up. */
 static void *move_to(void *q, void *p, size_t old, size_t size, bool p_sampled)
 {
@@ -148,72 +171,72 @@ static void *move_to(void *q, void *p, size_t old, size_t size, bool p_sampled)
 }
 
 /* The realloc is sampled.  Guard up. */
-static void *realloc_sampled(mprof_tls_t *t, void *p, size_t size, bool p_sampled)
+static void *realloc_sampled(mprof_tls_t *t, void *p, const mprof_req_t *r, bool p_sampled)
 {
-  if (p_sampled && mprof_sheap_resize(p, size)) {     /* in place: a new record at the same address */
+  if (p_sampled && aligned(p, r) && mprof_sheap_resize(p, r->size)) {   /* in place: a new record there */
     mi_prof_drop_reason_t why;
     uint64_t stack_id = mprof_sample_stack(t, &why);
-    forget(p);
-    if (stack_id != 0) mprof_sample_record(t, p, size, stack_id, why);
+    mprof_record_t old = {.heap = NULL};
+    forget(p, &old);                              /* a block realloc'ed in place stays in its heap */
+    mi_heap_t *heap = old.heap != NULL ? old.heap : mprof_sample_heap(r);
+    if (stack_id != 0) mprof_sample_record(t, p, r->size, heap, stack_id, why);
+    else mprof_record_orphan((uintptr_t)p, r->size, heap);
     return p;
   }
   size_t old = p == NULL ? 0 : p_sampled ? mprof_sheap_usable_size(p) : mprof_mi.mi_usable_size(p);
-  void *q = mprof_sample_alloc(t, size, 0, false);
+  void *q = mprof_sample_alloc(t, r);
   if (q == NULL) return NULL;                         /* p is left as it was */
-  return p == NULL ? q : move_to(q, p, old, size, p_sampled);
+  return p == NULL ? q : move_to(q, p, old, r->size, p_sampled);
 }
 
 /* The realloc is not sampled, and p is a sampled block.  Guard up. */
-static void *realloc_unsampled(void *p, size_t size)
+static void *realloc_unsampled(void *p, const mprof_req_t *r)
 {
-  if (size != 0 && mprof_sheap_resize(p, size)) {     /* stays where it is, untracked */
-    forget(p);
+  if (aligned(p, r) && mprof_sheap_resize(p, r->size)) {   /* stays where it is, an orphan */
+    mprof_record_t old = {.heap = NULL};
+    forget(p, &old);
+    mprof_record_orphan((uintptr_t)p, r->size, old.heap != NULL ? old.heap : mprof_sample_heap(r));
     return p;
   }
-  void *q = mprof_mi.mi_malloc(size);
-  if (q == NULL) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return move_to(q, p, mprof_sheap_usable_size(p), size, true);
+  void *q = r->plain(r);
+  return q == NULL ? NULL : move_to(q, p, mprof_sheap_usable_size(p), r->size, true);
 }
 
-/* realloc with the guard up: p sampled.  Its record is left to the deferred free. */
-static void *realloc_guarded(void *p, size_t size)
+/* realloc with the guard up (a signal handler inside the profiler), p sampled: a move, the free of p
+ * deferred (its record goes then). */
+static void *realloc_guarded(void *p, const mprof_req_t *r)
 {
-  void *q = mprof_mi.mi_malloc(size);
-  if (q == NULL) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  void *q = r->plain(r);
+  if (q == NULL) return NULL;
   size_t old = mprof_sheap_usable_size(p);
-  memcpy(q, p, old < size ? old : size);
+  memcpy(q, p, old < r->size ? old : r->size);
   defer_free(&mprof_tls, p);
   return q;
 }
 
 /* realloc of NULL, of a block below the arena's end (sampled or not), or a countdown that ran out. */
-void *mprof_realloc_slow(void *p, size_t size)
+void *mprof_realloc_slow_req(void *p, const mprof_req_t *r)
 {
   mprof_tls_t *t = &mprof_tls;
-  bool charged = mprof_maybe_sampled(p) ? mprof_skip(size) : false;   /* not yet charged: charge now */
+  bool charged = mprof_maybe_sampled(p) ? mprof_skip(r->size) : false;   /* not yet charged: charge now */
   bool p_sampled = p != NULL && mprof_sheap_contains(p);
-  if (charged && !p_sampled) return mprof_mi.mi_realloc(p, size);
-  size_t before = charged ? t->countdown : t->countdown + size;       /* wrapped: undo, in size_t */
-  if (mprof_unlikely(size > MPROF_MAX_REQUEST)) {
+  if (charged && !p_sampled) return r->plain_realloc(p, r);
+  size_t before = charged ? t->countdown : t->countdown + r->size;       /* wrapped: undo, in size_t */
+  if (mprof_unlikely(r->size > MPROF_MAX_REQUEST || t->guard != 0)) {
     t->countdown = before;
-    errno = ENOMEM;
-    return NULL;
-  }
-  if (mprof_unlikely(t->guard != 0)) {
-    t->countdown = before;
-    return p_sampled ? realloc_guarded(p, size) : mprof_mi.mi_realloc(p, size);
+    return p_sampled ? realloc_guarded(p, r) : r->plain_realloc(p, r);
   }
   t->guard++;
-  bool sampled = !charged && mprof_take_sample(t, size, before);
+  bool sampled = !charged && mprof_take_sample(t, r->size, before);
   size_t next = t->countdown;                         /* nothing done below is charged */
-  void *q = sampled ? realloc_sampled(t, p, size, p_sampled)
-                    : p_sampled ? realloc_unsampled(p, size) : mprof_mi.mi_realloc(p, size);
+  void *q = sampled ? realloc_sampled(t, p, r, p_sampled)
+                    : p_sampled ? realloc_unsampled(p, r) : r->plain_realloc(p, r);
   mprof_guard_leave(next);
   return q;
+}
+
+void *mprof_realloc_slow(void *p, size_t size)
+{
+  mprof_req_t r = {.size = size, .plain = c_plain, .plain_realloc = c_plain_realloc};
+  return mprof_realloc_slow_req(p, &r);
 }
