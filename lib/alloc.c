@@ -84,7 +84,7 @@ MPROF_EXPORT void *calloc(size_t count, size_t size)
  * countdown like malloc.  A block that may be sampled always goes to the slow path. */
 MPROF_EXPORT void *realloc(void *p, size_t size)
 {
-  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mprof_mi.mi_realloc(p, size);
+  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mprof_mi_realloc(p, size);
   return mprof_realloc_slow(p, size);
 }
 

@@ -28,12 +28,20 @@ typedef struct mprof_mi_s {
 extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
 void mprof_mi_resolve(void);
 
-/* Debian's mimalloc 2.0.9 mi_malloc_aligned() returns misaligned blocks for power-of-two sizes of
- * 256..1024 bytes at an alignment of 32..size (mimalloc issue #700, fixed after 2.0.9; seen here with
- * aligned_alloc(256, 512) and C++ aligned new).  The _at variants take mimalloc's general aligned path,
- * which checks the block it got. */
-#define mprof_mi_malloc_aligned(size, alignment)  mprof_mi.mi_malloc_aligned_at((size), (alignment), 0)
-#define mprof_mi_zalloc_aligned(size, alignment)  mprof_mi.mi_zalloc_aligned_at((size), (alignment), 0)
+/* Only "leaf" functions of libmimalloc may be called after a fast path charged the countdown: some of its
+ * functions call others of its exported functions through the PLT (mi_realloc tail-calls
+ * mi_heap_realloc, mi_malloc_aligned_at tail-calls mi_heap_malloc_aligned_at, the aligned reallocs call
+ * it to move, mi_strdup calls mi_heap_strdup, ...), and since this library exports those names too, such
+ * a call would come back to our wrapper and be charged twice.  mi_heap_malloc_aligned_at and
+ * mi_heap_zalloc_aligned_at are leaves (and take mimalloc's general aligned path: Debian's 2.0.9
+ * mi_malloc_aligned() returns misaligned blocks for power-of-two sizes of 256..1024 bytes at alignments
+ * 32..size, mimalloc issue #700), and so is mi_heap_realloc.  tests/test_mi_api.c checks every entry
+ * point for a double charge. */
+#define mprof_mi_malloc_aligned(size, alignment) \
+  mprof_mi.mi_heap_malloc_aligned_at(mprof_mi.mi_heap_get_default(), (size), (alignment), 0)
+#define mprof_mi_zalloc_aligned(size, alignment) \
+  mprof_mi.mi_heap_zalloc_aligned_at(mprof_mi.mi_heap_get_default(), (size), (alignment), 0)
+#define mprof_mi_realloc(p, size) mprof_mi.mi_heap_realloc(mprof_mi.mi_heap_get_default(), (p), (size))
 
 /* Requests above PTRDIFF_MAX can never be served; mimalloc then returns NULL without setting errno, so
  * the slow paths (which every such request reaches: no countdown is that large) set ENOMEM. */
@@ -198,7 +206,8 @@ bool   mprof_sheap_init_done(void);
 bool   mprof_sheap_contains(const void *p);   /* exactly: p is (or was) a sampled block's memory */
 void  *mprof_sheap_alloc(size_t size, size_t alignment, size_t offset, bool zero, mi_prof_drop_reason_t *why);
 void   mprof_sheap_free(void *p);
-size_t mprof_sheap_usable_size(const void *p);
+size_t mprof_sheap_usable_size(const void *p);       /* from p to the block's end; lock-free */
+void  *mprof_sheap_block_start(const void *p);      /* lock-free */
 bool   mprof_sheap_resize(void *p, size_t size);   /* realloc in place: true if p holds size */
 void   mprof_sheap_usage(mprof_sheap_usage_t *out);
 void   mprof_sheap_prefork(void);
@@ -244,9 +253,10 @@ bool           mprof_record_remove(uintptr_t addr, mprof_record_t *out);
 bool           mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint64_t session_word);
 bool           mprof_record_orphan(uintptr_t addr, size_t size, mi_heap_t *heap);
 bool           mprof_record_find(uintptr_t addr, mprof_record_t *out);
-size_t         mprof_record_take_heap(mi_heap_t *heap, void (*fn)(const mprof_record_t *r, void *arg), void *arg);
+size_t         mprof_record_take_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *r, void *arg), void *arg);
 void           mprof_record_retag(mi_heap_t *from, mi_heap_t *to);
-void           mprof_record_each_heap(mi_heap_t *heap, void (*fn)(const mprof_record_t *r, void *arg), void *arg);
+void           mprof_record_each_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *r, void *arg), void *arg);
+bool           mprof_record_heap_may_have(const mi_heap_t *heap);   /* false: certainly no record of it */
 void           mprof_record_totals(mprof_totals_t *out);
 void           mprof_record_totals_locked(mprof_totals_t *out);   /* every shard lock held */
 void           mprof_record_reset_alloc(void);
@@ -352,6 +362,21 @@ static inline void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
 }
 static inline void *mprof_realloc_slow(void *p, size_t size) { return mprof_alloc_slow(size, 0, !p); }
 static inline void mprof_free_slow(void *p) { mprof_mi.mi_free(p); }
+
+/* mimalloc's API (mi_api.c) passes everything through. */
+typedef struct mprof_req_s mprof_req_t;
+struct mprof_req_s {
+  mi_heap_t *heap;
+  size_t     size, alignment, offset;
+  bool       zero;
+  void *(*plain)(const mprof_req_t *r);
+  void *(*plain_realloc)(void *p, const mprof_req_t *r);
+};
+static inline void *mprof_alloc_slow_req(const mprof_req_t *r) { return r->plain(r); }
+static inline void *mprof_realloc_slow_req(void *p, const mprof_req_t *r) { return r->plain_realloc(p, r); }
+static inline size_t mprof_usable_size_slow(const void *p) { return mprof_mi.mi_usable_size(p); }
+static inline bool mprof_sheap_contains(const void *p) { (void)p; return false; }
+static inline size_t mprof_sheap_usable_size(const void *p) { (void)p; return 0; }
 
 #endif /* MPROF_PPROF */
 

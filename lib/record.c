@@ -42,6 +42,25 @@ static shard_t shards[MPROF_SHARDS] = {
 #undef S
 };
 
+/* Records per heap, approximately: counts per bucket of heap addresses, so that the delete or destroy of a
+ * heap with no sampled block (nearly all of them) skips the scan of every record. */
+#define HEAP_BUCKETS 1024
+static uint32_t heap_records[HEAP_BUCKETS];   /* relaxed atomics */
+
+static inline uint32_t *heap_bucket(const mi_heap_t *heap)
+{
+  return &heap_records[((uintptr_t)heap >> 4) * 0x9e3779b97f4a7c15ull >> 54];
+}
+static inline void heap_count(const mi_heap_t *heap, int delta)
+{
+  if (heap != NULL) __atomic_add_fetch(heap_bucket(heap), (uint32_t)delta, __ATOMIC_RELAXED);
+}
+
+bool mprof_record_heap_may_have(const mi_heap_t *heap)
+{
+  return heap != NULL && __atomic_load_n(heap_bucket(heap), __ATOMIC_RELAXED) != 0;
+}
+
 static inline uint64_t addr_hash(uintptr_t addr) { return (uint64_t)(addr >> 4) * 0x9e3779b97f4a7c15ull; }
 static inline shard_t *shard_of(uintptr_t addr) { return &shards[addr_hash(addr) >> 60]; }
 static inline size_t home_slot(const shard_t *s, uintptr_t addr)
@@ -172,10 +191,12 @@ static void slot_put(shard_t *s, const mprof_record_t *r)
   if (slot->addr != 0) {                       /* stale: freed behind our back */
     totals_sub_live(&s->totals, slot);
     s->totals.untracked_frees++;
+    heap_count(slot->heap, -1);
   } else {
     s->used++;
   }
   *slot = *r;
+  heap_count(r->heap, +1);
 }
 
 mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word)
@@ -214,6 +235,7 @@ bool mprof_record_remove(uintptr_t addr, mprof_record_t *out)
       totals_sub_live(&s->totals, out);
       slot_delete(s, i);
       s->used--;
+      heap_count(out->heap, -1);
       found = true;
     }
   }
@@ -235,22 +257,24 @@ bool mprof_record_orphan(uintptr_t addr, size_t size, mi_heap_t *heap)
   return ok;
 }
 
-/* Removes every record of `heap` (mi_heap_destroy), calling fn on each with its shard lock held: fn may
- * only copy it.  Returns how many. */
-size_t mprof_record_take_heap(mi_heap_t *heap, void (*fn)(const mprof_record_t *r, void *arg), void *arg)
+/* Removes records of `heap` (mi_heap_destroy), calling fn on each with its shard lock held (fn may only
+ * copy it), until fn returns false.  Returns how many. */
+size_t mprof_record_take_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *r, void *arg), void *arg)
 {
   size_t n = 0;
-  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+  bool more = true;
+  for (size_t i = 0; i < MPROF_SHARDS && more; i++) {
     shard_t *s = &shards[i];
     pthread_mutex_lock(&s->lock);
-    for (size_t k = 0; k < s->capacity;) {
+    for (size_t k = 0; k < s->capacity && more;) {
       mprof_record_t *r = &s->slots[k];
       if (r->addr == 0 || r->heap != heap) {
         k++;
         continue;
       }
-      fn(r, arg);
+      more = fn(r, arg);
       totals_sub_live(&s->totals, r);
+      heap_count(heap, -1);
       slot_delete(s, k);                       /* a later record may move into slot k: look again */
       s->used--;
       n++;
@@ -267,7 +291,10 @@ void mprof_record_retag(mi_heap_t *from, mi_heap_t *to)
     shard_t *s = &shards[i];
     pthread_mutex_lock(&s->lock);
     for (size_t k = 0; k < s->capacity; k++) {
-      if (s->slots[k].addr != 0 && s->slots[k].heap == from) s->slots[k].heap = to;
+      if (s->slots[k].addr == 0 || s->slots[k].heap != from) continue;
+      s->slots[k].heap = to;
+      heap_count(from, -1);
+      heap_count(to, +1);
     }
     pthread_mutex_unlock(&s->lock);
   }
@@ -290,8 +317,9 @@ bool mprof_record_find(uintptr_t addr, mprof_record_t *out)
   return found;
 }
 
-/* Calls fn on every record of `heap` (shard locks held one at a time: fn may only copy). */
-void mprof_record_each_heap(mi_heap_t *heap, void (*fn)(const mprof_record_t *r, void *arg), void *arg)
+/* Calls fn on every record of `heap` (shard locks held one at a time: fn may only copy; its result is
+ * ignored). */
+void mprof_record_each_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *r, void *arg), void *arg)
 {
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     shard_t *s = &shards[i];

@@ -544,6 +544,8 @@ size_t mprof_sheap_usable_size(const void *p)
   return b.usable - (size_t)((const char *)p - b.start);
 }
 
+void *mprof_sheap_block_start(const void *p) { return block_of(p).start; }
+
 /* Whether a sampled block can take `size` bytes where it is: when a fresh request of that size would be
  * served the same way (the same class, the same number of pages), or it is a large block that the size
  * still needs a chunk run for (which then shrinks to the chunks needed).  realloc keeps such a block.

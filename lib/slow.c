@@ -67,7 +67,7 @@ static void *c_plain(const mprof_req_t *r)
 
 static void *c_plain_realloc(void *p, const mprof_req_t *r)
 {
-  void *q = mprof_mi.mi_realloc(p, r->size);
+  void *q = mprof_mi_realloc(p, r->size);
   if (mprof_unlikely(q == NULL)) errno = ENOMEM;
   return q;
 }

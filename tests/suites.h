@@ -14,6 +14,7 @@ Suite *threads_suite(void);
 #if MPROF_PPROF
 Suite *sampler_suite(void);    /* test_sampler.c: sampling distribution and weights */
 Suite *estimator_suite(void);  /* test_estimator.c: no bias where the rules used to have one */
+Suite *mi_api_suite(void);     /* test_mi_api.c: mimalloc's own API and heaps, sampled */
 Suite *record_suite(void);     /* test_record.c: records, realloc, stale records, start/stop */
 Suite *observer_suite(void);   /* test_observer.c: observer contract, stats, races */
 Suite *options_suite(void);    /* test_options.c: MIMALLOC_PROF_* options, seeds, budget (subprocesses) */
