@@ -42,13 +42,13 @@ static size_t page_size(void)
   return cached;
 }
 
-/* The one aligned allocation path; alignment is a power of two.  mimalloc does not set errno when an
- * aligned request fails, so we do. */
+/* The one aligned allocation path; alignment is a power of two.  libmimalloc's mi_malloc_aligned_at
+ * calls mi_heap_malloc_aligned_at through the PLT, which is this library's (mi_api.c): the countdown is
+ * charged there, once, and the sample taken there.  (tests/test_mi_api.c fails if a libmimalloc ever
+ * stops calling it so.)  mimalloc does not set errno when an aligned request fails, so we do. */
 static void *alloc_aligned(size_t alignment, size_t size)
 {
-  void *p;
-  if (mprof_likely(mprof_skip(size))) p = mprof_mi_malloc_aligned(size, alignment);
-  else p = mprof_alloc_slow(size, alignment, false);
+  void *p = mprof_mi.mi_malloc_aligned_at(size, alignment, 0);
   if (mprof_unlikely(p == NULL)) errno = ENOMEM;
   return p;
 }
@@ -80,12 +80,14 @@ MPROF_EXPORT void *calloc(size_t count, size_t size)
   return mprof_alloc_slow(total, 0, true);
 }
 
-/* realloc is the allocation of its new size and the free of the old block (slow.c): it charges the
- * countdown like malloc.  A block that may be sampled always goes to the slow path. */
+/* realloc is the allocation of its new size and the free of the old block (slow.c).  libmimalloc's
+ * mi_realloc calls mi_heap_realloc through the PLT, and that is this library's (mi_api.c), which charges
+ * the countdown like malloc's, once, and takes any block that may be sampled to the slow path: so
+ * realloc itself only refuses the impossible size (POSIX wants ENOMEM, mimalloc leaves errno alone). */
 MPROF_EXPORT void *realloc(void *p, size_t size)
 {
-  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mprof_mi_realloc(p, size);
-  return mprof_realloc_slow(p, size);
+  if (mprof_unlikely(size > MPROF_MAX_REQUEST)) return fail_errno(ENOMEM);
+  return mprof_mi.mi_realloc(p, size);
 }
 
 MPROF_EXPORT size_t malloc_usable_size(void *p)

@@ -182,9 +182,14 @@ API void *mi_heap_malloc_aligned(mi_heap_t *heap, size_t size, size_t alignment)
 {
   return alloc_req(heap, size, alignment, 0, false);
 }
+/* libmimalloc's mi_malloc_aligned_at calls this one through the PLT, and so reaches aligned_alloc() and
+ * the other aligned functions of alloc.c: a fast path of its own. */
 API void *mi_heap_malloc_aligned_at(mi_heap_t *heap, size_t size, size_t alignment, size_t offset)
 {
-  return alloc_req(heap, size, alignment, offset, false);
+  if (mprof_unlikely(!sampleable(alignment, offset)) || mprof_likely(mprof_skip(size)))
+    return mprof_mi.mi_heap_malloc_aligned_at(heap, size, alignment, offset);
+  mprof_req_t r = {.heap = heap, .size = size, .alignment = alignment, .offset = offset, .plain = plain};
+  return mprof_alloc_slow_req(&r);
 }
 API void *mi_heap_zalloc_aligned(mi_heap_t *heap, size_t size, size_t alignment)
 {
@@ -299,14 +304,16 @@ static MPROF_NOINLINE void *realloc_req(mi_heap_t *heap, void *p, size_t size, s
   return mprof_realloc_slow_req(p, &r);
 }
 
-API void *mi_realloc(void *p, size_t size)
+/* libmimalloc's mi_realloc calls mi_heap_realloc (below) through the PLT: the countdown is charged
+ * there.  realloc() in alloc.c reaches it the same way. */
+API void *mi_realloc(void *p, size_t size) { return mprof_mi.mi_realloc(p, size); }
+
+API void *mi_heap_realloc(mi_heap_t *heap, void *p, size_t size)
 {
-  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mprof_mi_realloc(p, size);
-  mprof_req_t r = {.size = size, .plain = plain, .plain_realloc = plain_realloc};
+  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mprof_mi.mi_heap_realloc(heap, p, size);
+  mprof_req_t r = {.heap = heap, .size = size, .plain = plain, .plain_realloc = plain_realloc};
   return mprof_realloc_slow_req(p, &r);       /* charged and wrapped, or p may be sampled (not charged) */
 }
-
-API void *mi_heap_realloc(mi_heap_t *heap, void *p, size_t size) { return realloc_req(heap, p, size, 0, 0, false); }
 API void *mi_rezalloc(void *p, size_t size) { return realloc_req(NULL, p, size, 0, 0, true); }
 API void *mi_heap_rezalloc(mi_heap_t *heap, void *p, size_t size) { return realloc_req(heap, p, size, 0, 0, true); }
 
