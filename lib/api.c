@@ -103,6 +103,7 @@ bool mi_prof_reset(void)
     mprof_record_reset_alloc();
     mprof_drops_reset();
     mprof_sampler_reset_calls();
+    mprof_dump_session_reset();
   }
   api_leave(countdown);
   return ok ? true : fail(EALREADY);
@@ -163,14 +164,15 @@ bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free
 }
 
 /* ---------------------------------------------------------------------------------------------------
-   fork: the prepare handler takes every profiler lock in rank order, so the child starts with none held
-   and with consistent tables; the child keeps sampling (the sampled-block heap needs no thread of its
-   own to be used, only sheap_lock).
+   fork: the prepare handler takes every profiler lock from api_lock on in rank order, so the child starts
+   with none held and with consistent tables; the child keeps sampling (the sampled-block heap needs no
+   thread of its own to be used, only sheap_lock).  It does not wait for a dump being written (dump_lock):
+   the writer may be blocked on a reader that is the forking thread, or on I/O; dump.c re-initialises its
+   state in the child instead.
 --------------------------------------------------------------------------------------------------- */
 
 static void prefork(void)
 {
-  mprof_dump_prefork();
   mprof_unwind_prefork();              /* no unwinder's own locks held across the fork */
   pthread_mutex_lock(&api_lock);
   mprof_sheap_prefork();
@@ -185,7 +187,6 @@ static void postfork_parent(void)
   mprof_sheap_postfork();
   pthread_mutex_unlock(&api_lock);
   mprof_unwind_postfork();
-  mprof_dump_postfork();
 }
 
 static void postfork_child(void)

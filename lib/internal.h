@@ -86,19 +86,32 @@ const char *mprof_option_str(mprof_option_t id);
 void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool mprof_warn_once_claim(int *flag);
 
-/* "pmem.c": profiler memory, raw mmap under the MIMALLOC_PROF_MAX_BYTES budget */
-void  *mprof_pmem_map(size_t bytes);          /* NULL when over budget or mmap fails */
+/* "pmem.c": profiler memory, raw mmap under the MIMALLOC_PROF_MAX_BYTES budget.
+ *
+ * What one dump needs (dump.c, pprof.c, objects.c), kept free by the tables (see pmem.c): a fixed part and
+ * a part per stack and per frame of the stack table.  Fixed: zlib's deflate at windowBits 15 and memLevel 8
+ * ((1 << 17) + (1 << 17) bytes by zlib.h's formula, plus 16 KiB for its state), pprof.c's staging and
+ * output buffers, two copies of the loaded-object list (two dumps may prepare at once; a list of up to
+ * MPROF_DUMP_OBJECTS_BYTES, about 300 objects, is covered) and the page rounding of the dump's four other
+ * mappings.  Per stack: its snapshot entry (snapshot.c).  Per frame: the snapshot's copy, and pprof.c's
+ * sorted distinct return addresses and their names (one word each).  The leak report and a visit need
+ * less (a snapshot). */
+#define MPROF_DUMP_ZLIB_BYTES    (((size_t)1 << 17) + ((size_t)1 << 17) + ((size_t)16 << 10))
+#define MPROF_DUMP_IO_BYTES      ((size_t)32 << 10)
+#define MPROF_DUMP_OBJECTS_BYTES ((size_t)64 << 10)
+#define MPROF_DUMP_FIXED_BYTES   (MPROF_DUMP_ZLIB_BYTES + MPROF_DUMP_IO_BYTES + 2 * MPROF_DUMP_OBJECTS_BYTES + 4 * 4096)
+#define MPROF_DUMP_STACK_BYTES   (2 * sizeof(size_t) + 4 * sizeof(uint64_t))   /* sizeof(mprof_snap_stack_t) */
+#define MPROF_DUMP_FRAME_BYTES   (2 * sizeof(uintptr_t) + sizeof(uint64_t))
+
+void  *mprof_pmem_map(size_t bytes);           /* tables; NULL when over budget or mmap fails */
 void   mprof_pmem_unmap(void *p, size_t bytes);
+void  *mprof_pmem_map_reserving(size_t bytes, size_t reserve);   /* tables holding what dumps copy */
+void   mprof_pmem_unmap_reserving(void *p, size_t bytes, size_t reserve);
+void  *mprof_pmem_map_temp(size_t bytes);      /* a dump's or a visit's temporaries */
+void   mprof_pmem_unmap_temp(void *p, size_t bytes);
 size_t mprof_pmem_mapped(void);
-
-typedef struct mprof_scratch_s {      /* bump allocator for one dump; zero-initialise */
-  void  *chunks;
-  char  *next;
-  size_t left;
-} mprof_scratch_t;
-
-void *mprof_scratch_alloc(mprof_scratch_t *s, size_t bytes);   /* zeroed, 16-aligned; NULL: budget */
-void  mprof_scratch_release(mprof_scratch_t *s);
+size_t mprof_pmem_temp_peak(void);
+void   mprof_pmem_postfork_child(void);
 
 /* "slow.c": the slow paths the fast paths fall into when a countdown runs out or a block may be sampled.
  * A request as they see it, from the C malloc family and from mimalloc's API alike: */
@@ -305,26 +318,76 @@ typedef struct mprof_snapshot_s {
 bool mprof_snapshot_take(mprof_snapshot_t *s, bool all);   /* false: ENOMEM */
 void mprof_snapshot_release(mprof_snapshot_t *s);
 
+/* "objects.c": the loaded objects, copied from the loader's list before any profiler lock is taken */
+typedef struct mprof_segment_s {
+  uintptr_t start, limit;        /* an executable PT_LOAD segment: [start, limit) */
+  uint64_t  file_offset;
+  uint32_t  object;              /* index into mprof_objects_t.object */
+} mprof_segment_t;
+
+typedef struct mprof_object_s {
+  const char *path;              /* absolute path (the program's from /proc/self/exe) */
+  const char *build_id;          /* GNU build ID in lower-case hex, "" when none */
+  uintptr_t   base;              /* load bias (dlpi_addr) */
+  uintptr_t   map_start;         /* lowest mapped address (dladdr's dli_fbase) */
+  uint32_t    first_segment, n_segments;   /* its executable segments in mprof_objects_t.segment */
+  uintptr_t   symtab, strtab;    /* .dynsym and .dynstr in memory; symtab 0: no names */
+  size_t      strsz;
+  uint32_t    nsyms;
+} mprof_object_t;
+
+typedef struct mprof_objects_s {
+  mprof_object_t  *object;       /* in the loader's order, the program first */
+  size_t           n_objects;
+  mprof_segment_t *segment;      /* executable segments in the same order: mapping id = index + 1 */
+  size_t           n_segments;
+  uint32_t        *by_start;     /* segment indices sorted by start */
+  void            *mem;          /* temporary profiler memory holding it all */
+  size_t           bytes;
+} mprof_objects_t;
+
+/* A name: (object index + 1) << 32 | offset into its .dynstr; 0 = none. */
+#define MPROF_NAME_KEY(object, name) ((((uint64_t)(object) + 1) << 32) | (uint32_t)(name))
+
+bool   mprof_objects_take(mprof_objects_t *o);     /* no profiler lock held (takes the loader's); ENOMEM */
+void   mprof_objects_release(mprof_objects_t *o);
+size_t mprof_objects_find(const mprof_objects_t *o, uintptr_t addr);   /* segment index + 1, 0 = none */
+/* names[i]: the key of the exported function holding pcs[i] - 1 (pcs sorted, distinct), 0 when none;
+ * offsets (NULL: not wanted): pcs[i] minus the function's start, 0 when none. */
+void   mprof_objects_name(const mprof_objects_t *o, const uintptr_t *pcs, size_t n, uint64_t *names,
+                          uint32_t *offsets);
+bool   mprof_objects_key_name(const mprof_objects_t *o, uint64_t key, char *buf, size_t len);
+
 /* "pprof.c": the gzipped profile.proto writer */
+#define MPROF_FRAME_IS_DROPPED(pc) ((uintptr_t)(pc) - 1 < (uintptr_t)MI_PROF_DROP_REASONS)   /* 1..8 */
+
 typedef struct mprof_pprof_meta_s {
   uint64_t              sample_rate;  /* bytes */
-  uint64_t              start_ns;     /* session start, CLOCK_REALTIME */
-  uint64_t              now_ns;
+  uint64_t              time_ns;      /* collection time (the snapshot), CLOCK_REALTIME */
+  uint64_t              duration_ns;  /* CLOCK_MONOTONIC time since the session started or was reset */
   uint64_t              dropped[MI_PROF_DROP_REASONS];
   const mprof_totals_t *totals;
 } mprof_pprof_meta_t;
 
-bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_pprof_meta_t *meta); /* errno */
+const char *mprof_drop_name(mi_prof_drop_reason_t why);   /* "memory", "too_large", ... */
+/* Writes the profile; names are read from objs (dump_lock held: no loader lock is taken).  errno. */
+bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs, const mprof_pprof_meta_t *meta);
 
-/* "dump.c": dumps, triggers, leak report */
+/* "dump.c": dumps, the final profile, the leak report */
 void mprof_dump_init(void);
-void mprof_dump_serve(void) __attribute__((noreturn));   /* the profiler thread's loop */
 void mprof_dump_session_begin(uint64_t rate);
-void mprof_dump_note_alloc(uint64_t bytes);
-void mprof_dump_note_inuse(int64_t delta);
-void mprof_dump_prefork(void);
-void mprof_dump_postfork(void);
+void mprof_dump_session_reset(void);
+void mprof_dump_auto(char kind);               /* an automatic dump of kind i, u or s (the profiler thread) */
+void mprof_dump_final(void);                   /* the final profile and leak report, once per process */
+bool mprof_dump_leak_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs);
 void mprof_dump_postfork_child(void);
+
+/* "profiler.c": the profiler thread and the triggers that wake it */
+bool mprof_profiler_init(void);                /* at load: starts the thread if a trigger needs it */
+void mprof_profiler_session_begin(uint64_t rate);
+void mprof_dump_note_alloc(uint64_t bytes);    /* sampler.c: a sample of this many estimated bytes */
+void mprof_dump_note_inuse(int64_t delta);     /* sampler.c: the in-use estimate changed */
+void mprof_profiler_postfork_child(void);
 
 /* "unwind.c": stack capture */
 #define MPROF_BT_MAX_CAP    256        /* MIMALLOC_PROF_BT_MAX's upper bound */

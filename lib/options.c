@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { OPT_BOOL, OPT_UINT, OPT_BYTES, OPT_UNWINDER, OPT_STRING, OPT_SIGNAL } opt_kind_t;
+typedef enum { OPT_BOOL, OPT_UINT, OPT_BYTES, OPT_UNWINDER, OPT_STRING, OPT_SIGNAL, OPT_SIGNALS } opt_kind_t;
 typedef enum { MPROF_REJECT, MPROF_CLIP } opt_range_t;
 
 typedef struct opt_desc_s {
@@ -90,9 +90,12 @@ static bool parse_unwinder(const char *s, uint64_t *out)
   return false;
 }
 
-/* Parses a signal: a name with or without "SIG" (USR2, SIGUSR2, RTMIN+3 is not supported) or a
- * number 1..64. */
-static bool parse_signal(const char *s, uint64_t *out)
+/* Parses a signal: a name with or without "SIG" (USR2, SIGUSR2; RTMIN+3 is not supported) or a number
+ * 1..64.  Never the signals a fault raises (a handler that returns would re-run the faulting instruction
+ * forever), nor those that cannot be caught.  With `terminating`, only signals whose default action ends
+ * the process (MIMALLOC_PROF_FINAL_SIGNALS): not CHLD, CONT, the stop signals, URG, WINCH, nor SYS (seccomp
+ * raises it for a system call, as a fault). */
+static bool parse_signal_as(const char *s, bool terminating, uint64_t *out)
 {
   static const struct { const char *name; int sig; } names[] = {
     {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
@@ -100,19 +103,42 @@ static bool parse_signal(const char *s, uint64_t *out)
     {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}, {"URG", SIGURG}, {"XCPU", SIGXCPU},
     {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
     {"PWR", SIGPWR}, {"SYS", SIGSYS}};
-  if (strncasecmp(s, "SIG", 3) == 0) s += 3;
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    if (strcasecmp(s, names[i].name) == 0) return *out = (uint64_t)names[i].sig, true;
-  }
-  uint64_t v;
-  /* Not the signals a fault raises (a handler that returns would re-run the faulting instruction
-   * forever), nor those that cannot be caught. */
   static const int refused[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
-  if (!parse_uint(s, false, &v) || v < 1 || v > 64) return false;
-  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+  static const int not_terminating[] = {SIGCHLD, SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGWINCH, SIGSYS};
+  uint64_t v = 0;
+  if (strncasecmp(s, "SIG", 3) == 0) s += 3;
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && v == 0; i++)
+    if (strcasecmp(s, names[i].name) == 0) v = (uint64_t)names[i].sig;
+  if (v == 0 && (!parse_uint(s, false, &v) || v < 1 || v > 64)) return false;
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     if (v == (uint64_t)refused[i]) return false;
-  }
+  for (size_t i = 0; terminating && i < sizeof not_terminating / sizeof not_terminating[0]; i++)
+    if (v == (uint64_t)not_terminating[i]) return false;
   return *out = v, true;
+}
+
+static bool parse_signal(const char *s, uint64_t *out) { return parse_signal_as(s, false, out); }
+
+/* Parses a comma-separated list of terminating signals (TERM,INT,HUP), or "none", into a mask with bit
+ * sig - 1 for each. */
+static bool parse_signals(const char *s, uint64_t *out)
+{
+  if (strcasecmp(s, "none") == 0) return *out = 0, true;
+  uint64_t mask = 0;
+  for (;;) {
+    const char *comma = strchr(s, ',');
+    size_t n = comma != NULL ? (size_t)(comma - s) : strlen(s);
+    char one[16];
+    uint64_t sig;
+    if (n == 0 || n >= sizeof one) return false;
+    memcpy(one, s, n);
+    one[n] = '\0';
+    if (!parse_signal_as(one, true, &sig)) return false;
+    mask |= (uint64_t)1 << (sig - 1);
+    if (comma == NULL) break;
+    s = comma + 1;
+  }
+  return *out = mask, true;
 }
 
 static const char *kind_word(opt_kind_t kind)
@@ -120,6 +146,7 @@ static const char *kind_word(opt_kind_t kind)
   switch (kind) {
   case OPT_STRING: return "empty";
   case OPT_SIGNAL: return "not a signal that can be caught (a name such as USR2, or a number)";
+  case OPT_SIGNALS: return "not a list of terminating signals (names such as TERM,INT,HUP, numbers, or none)";
   case OPT_BOOL: return "not a boolean (0/1, yes/no, true/false, on/off)";
   case OPT_BYTES: return "not a byte count";
   case OPT_UNWINDER: return "not an unwinder (fp, libunwind, libgcc or auto)";
@@ -133,6 +160,7 @@ static bool parse_value(const opt_desc_t *d, const char *s, uint64_t *v)
   case OPT_BOOL: return parse_bool(s, v);
   case OPT_UNWINDER: return parse_unwinder(s, v);
   case OPT_SIGNAL: return parse_signal(s, v);
+  case OPT_SIGNALS: return parse_signals(s, v);
   case OPT_STRING: return *v = (uint64_t)(uintptr_t)s, s[0] != '\0';
   default: return parse_uint(s, d->kind == OPT_BYTES, v);
   }
@@ -144,7 +172,8 @@ static const char *default_text(const opt_desc_t *d, char *buf, size_t len)
   switch (d->kind) {
   case OPT_STRING: return d == &opt_desc[MPROF_OPT_PREFIX] ? "mimalloc-prof" : "\"\"";
   case OPT_UNWINDER: return "auto";
-  case OPT_SIGNAL: return "none";
+  case OPT_SIGNAL:
+  case OPT_SIGNALS: return "none";
   default: snprintf(buf, len, "%llu", (unsigned long long)d->dflt); return buf;
   }
 }

@@ -1,27 +1,48 @@
 /* pmem.c - profiler memory: raw anonymous mmap, never malloc, under one byte budget.
  *
- * Every table of the profiler (records, later stacks and dump buffers) maps its memory here, so the
- * profiler can never recurse into the allocator it hooks, and MIMALLOC_PROF_MAX_BYTES bounds all of it.
- * Pages are touched only when used (mmap gives demand-zero pages).  The budget is one atomic counter:
- * no lock, so any lock may be held while mapping.
+ * Every table of the profiler (records, stacks) and every temporary copy a dump or a visit makes maps its
+ * memory here, so the profiler can never recurse into the allocator it hooks, and MIMALLOC_PROF_MAX_BYTES
+ * bounds all of it: `mapped` never exceeds the budget.  Pages are touched only when used (mmap gives
+ * demand-zero pages).
+ *
+ * Dumps are always possible (issue 12): the tables may not grow into a reserve that one dump of what they
+ * hold needs.  The reserve is MPROF_DUMP_FIXED_BYTES plus, for every stack-table chunk, what a dump needs
+ * per stack and per frame it can hold (MPROF_DUMP_STACK_BYTES, MPROF_DUMP_FRAME_BYTES, derived in
+ * internal.h); stacktab.c states it with each chunk it maps.  `committed` = tables mapped + reserve, and
+ * a table mapping must keep committed within the budget; a temporary mapping (a dump, a visit) only has
+ * to fit under the budget.  So one dump (or visit) at a time always finds the memory it needs, whatever
+ * the tables took; two at once may not (the second fails with ENOMEM).
+ *
+ * No lock: two atomic counters, each changed with compare-and-swap, so any lock may be held while mapping.
+ * `committed` is reserved before `mapped`, and released after it.
  */
 #include "internal.h"
 
 #include <sys/mman.h>
 
-static size_t pmem_mapped;   /* bytes mapped now (atomic) */
+static size_t pmem_mapped;          /* bytes mapped now, tables and temporaries (atomic) */
+static size_t pmem_committed;       /* tables mapped + the dump reserve of the stacks they hold (atomic) */
+static size_t pmem_temp;            /* of pmem_mapped: temporaries (dumps, visits) now (atomic) */
+static size_t pmem_temp_peak;       /* the most pmem_temp has been (atomic; tests check the reserve) */
+static __thread size_t temp_mine __attribute__((tls_model("initial-exec")));   /* this thread's temporaries */
 
 static size_t page_round(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; }
 
-void *mprof_pmem_map(size_t bytes)
+static size_t budget(void) { return (size_t)mprof_option(MPROF_OPT_MAX_BYTES); }
+
+/* Adds `bytes` to *counter if the result stays within `limit`. */
+static bool charge(size_t *counter, size_t bytes, size_t limit)
 {
-  bytes = page_round(bytes);
-  size_t budget = (size_t)mprof_option(MPROF_OPT_MAX_BYTES);
-  size_t cur = __atomic_load_n(&pmem_mapped, __ATOMIC_RELAXED);
+  size_t cur = __atomic_load_n(counter, __ATOMIC_RELAXED);
   do {
-    if (cur + bytes > budget || cur + bytes < cur) return NULL;
-  } while (!__atomic_compare_exchange_n(&pmem_mapped, &cur, cur + bytes, true, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED));
+    if (cur + bytes > limit || cur + bytes < cur) return false;
+  } while (!__atomic_compare_exchange_n(counter, &cur, cur + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  return true;
+}
+
+static void *map_charged(size_t bytes)
+{
+  if (!charge(&pmem_mapped, bytes, budget())) return NULL;
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mprof_unlikely(p == MAP_FAILED)) {
     __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
@@ -30,56 +51,63 @@ void *mprof_pmem_map(size_t bytes)
   return p;
 }
 
-void mprof_pmem_unmap(void *p, size_t bytes)
+void *mprof_pmem_map_reserving(size_t bytes, size_t reserve)
+{
+  bytes = page_round(bytes);
+  size_t limit = budget(), fixed = MPROF_DUMP_FIXED_BYTES;
+  if (limit < fixed || !charge(&pmem_committed, bytes + reserve, limit - fixed)) return NULL;
+  void *p = map_charged(bytes);
+  if (p == NULL) __atomic_fetch_sub(&pmem_committed, bytes + reserve, __ATOMIC_RELAXED);
+  return p;
+}
+
+void mprof_pmem_unmap_reserving(void *p, size_t bytes, size_t reserve)
 {
   if (p == NULL) return;
   bytes = page_round(bytes);
   munmap(p, bytes);
   __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
+  __atomic_fetch_sub(&pmem_committed, bytes + reserve, __ATOMIC_RELAXED);
+}
+
+void *mprof_pmem_map(size_t bytes) { return mprof_pmem_map_reserving(bytes, 0); }
+
+void mprof_pmem_unmap(void *p, size_t bytes) { mprof_pmem_unmap_reserving(p, bytes, 0); }
+
+void *mprof_pmem_map_temp(size_t bytes)
+{
+  bytes = page_round(bytes);
+  void *p = map_charged(bytes);
+  if (p == NULL) return NULL;
+  size_t now = __atomic_add_fetch(&pmem_temp, bytes, __ATOMIC_RELAXED);
+  size_t peak = __atomic_load_n(&pmem_temp_peak, __ATOMIC_RELAXED);
+  while (now > peak && !__atomic_compare_exchange_n(&pmem_temp_peak, &peak, now, true, __ATOMIC_RELAXED,
+                                                    __ATOMIC_RELAXED)) {
+  }
+  temp_mine += bytes;
+  return p;
+}
+
+void mprof_pmem_unmap_temp(void *p, size_t bytes)
+{
+  if (p == NULL) return;
+  bytes = page_round(bytes);
+  munmap(p, bytes);
+  temp_mine -= bytes;
+  __atomic_fetch_sub(&pmem_temp, bytes, __ATOMIC_RELAXED);
+  __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
 }
 
 size_t mprof_pmem_mapped(void) { return __atomic_load_n(&pmem_mapped, __ATOMIC_RELAXED); }
 
-/* ---------------------------------------------------------------------------------------------------
-   Scratch: a bump allocator over profiler memory for one dump (tables, protobuf-c messages, zlib's
-   state), released at once.  Memory comes zeroed (anonymous mmap).
---------------------------------------------------------------------------------------------------- */
+size_t mprof_pmem_temp_peak(void) { return __atomic_load_n(&pmem_temp_peak, __ATOMIC_RELAXED); }
 
-#define SCRATCH_CHUNK ((size_t)256 << 10)
-
-typedef struct scratch_chunk_s {
-  struct scratch_chunk_s *next;
-  size_t                  bytes;
-} scratch_chunk_t;
-
-void *mprof_scratch_alloc(mprof_scratch_t *s, size_t bytes)
+/* In a fork child only the forking thread exists: the temporaries of the other threads' dumps and visits
+ * will never be unmapped.  They stay mapped (copy-on-write pages the child never touches) but no longer
+ * count against the child's budget.  Async-signal-safe (atomics only). */
+void mprof_pmem_postfork_child(void)
 {
-  bytes = (bytes + 15) & ~(size_t)15;
-  if (bytes > s->left) {
-    size_t size = bytes + sizeof(scratch_chunk_t) > SCRATCH_CHUNK ? bytes + sizeof(scratch_chunk_t) : SCRATCH_CHUNK;
-    scratch_chunk_t *c = mprof_pmem_map(size);
-    if (c == NULL) return NULL;
-    c->bytes = size;
-    c->next = s->chunks;
-    s->chunks = c;
-    s->next = (char *)(c + 1);
-    s->left = size - sizeof *c;
-  }
-  void *p = s->next;
-  s->next += bytes;
-  s->left -= bytes;
-  return p;
-}
-
-void mprof_scratch_release(mprof_scratch_t *s)
-{
-  scratch_chunk_t *c = s->chunks;
-  while (c != NULL) {
-    scratch_chunk_t *next = c->next;
-    mprof_pmem_unmap(c, c->bytes);
-    c = next;
-  }
-  s->chunks = NULL;
-  s->next = NULL;
-  s->left = 0;
+  size_t orphaned = __atomic_load_n(&pmem_temp, __ATOMIC_RELAXED) - temp_mine;
+  __atomic_fetch_sub(&pmem_temp, orphaned, __ATOMIC_RELAXED);
+  __atomic_fetch_sub(&pmem_mapped, orphaned, __ATOMIC_RELAXED);
 }

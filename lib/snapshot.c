@@ -3,12 +3,16 @@
  * With every record shard lock held (so no sample or free of a sampled block changes a counter) the
  * wanted stacks and the record totals are copied into profiler memory; the locks are then released and
  * the caller works on the copy.  So a visitor may do anything: allocate, free sampled blocks, even stop
- * the profiler; what it sees stays as it was when the snapshot was taken.
+ * the profiler; what it sees stays as it was when the snapshot was taken.  The copy is temporary profiler
+ * memory, which the tables leave free for it (pmem.c): a visit or a dump at a time always gets it.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <string.h>
+
+/* pmem.c keeps this much per stack free for a dump's snapshot. */
+_Static_assert(sizeof(mprof_snap_stack_t) <= MPROF_DUMP_STACK_BYTES, "MPROF_DUMP_STACK_BYTES");
 
 typedef struct sizing_s {
   bool   all;
@@ -54,7 +58,7 @@ bool mprof_snapshot_take(mprof_snapshot_t *s, bool all)
   mprof_record_lock_all();
   mprof_stacks_each(size_one, &size);
   s->bytes = size.stacks * sizeof(mprof_snap_stack_t) + size.frames * sizeof(uintptr_t);
-  if (s->bytes != 0) s->mem = mprof_pmem_map(s->bytes);
+  if (s->bytes != 0) s->mem = mprof_pmem_map_temp(s->bytes);
   if (s->mem != NULL) {
     s->stack = s->mem;
     s->cap = size.stacks;
@@ -73,7 +77,7 @@ bool mprof_snapshot_take(mprof_snapshot_t *s, bool all)
 
 void mprof_snapshot_release(mprof_snapshot_t *s)
 {
-  mprof_pmem_unmap(s->mem, s->bytes);
+  mprof_pmem_unmap_temp(s->mem, s->bytes);
   s->mem = NULL;
 }
 

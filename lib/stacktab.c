@@ -4,7 +4,9 @@
  * id.  The table is sharded by the stack's hash; a shard has its own lock (rank 4, innermost), an
  * open-addressing index of entry numbers, entries in fixed chunks that never move (so an id names the
  * same memory for the whole session), and a bump pool for the frames.  All of it is profiler memory
- * (pmem.c) under the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).
+ * (pmem.c) under the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).  Entry
+ * chunks and frame pools are mapped together with the reserve a dump of their stacks needs
+ * (mprof_pmem_map_reserving; internal.h derives it), so the table never takes the memory a dump needs.
  *
  * Counters: allocated and in-use objects (fixed point) and bytes per stack, changed with relaxed
  * atomics by record.c while it holds the record shard lock of the block concerned.  Ids are resolved
@@ -20,11 +22,16 @@
 #define MAX_CHUNKS     2048               /* so at most 131072 stacks per shard */
 #define POOL_BYTES     ((size_t)16 << 10) /* frame pool chunk: 2047 frames */
 #define INDEX_MIN      1024               /* one page of entry numbers */
+#define CHUNK_BYTES    (CHUNK_ENTRIES * sizeof(mprof_stack_t))
+#define CHUNK_RESERVE  (CHUNK_ENTRIES * MPROF_DUMP_STACK_BYTES)
 
 typedef struct pool_s {                   /* header of a frame pool chunk */
   struct pool_s *next;
   size_t bytes;
 } pool_t;
+
+#define POOL_FRAMES    ((POOL_BYTES - sizeof(pool_t)) / sizeof(uintptr_t))
+#define POOL_RESERVE   (POOL_FRAMES * MPROF_DUMP_FRAME_BYTES)
 
 typedef struct shard_s {
   pthread_mutex_t lock;
@@ -67,12 +74,12 @@ static inline uint64_t make_id(size_t shard, uint32_t n) { return ((uint64_t)sha
 static void shard_release(shard_t *s)
 {
   for (uint32_t c = 0; c < MAX_CHUNKS && s->chunk[c] != NULL; c++) {
-    mprof_pmem_unmap(s->chunk[c], CHUNK_ENTRIES * sizeof(mprof_stack_t));
+    mprof_pmem_unmap_reserving(s->chunk[c], CHUNK_BYTES, CHUNK_RESERVE);
     s->chunk[c] = NULL;
   }
   while (s->pools != NULL) {
     pool_t *next = s->pools->next;
-    mprof_pmem_unmap(s->pools, s->pools->bytes);
+    mprof_pmem_unmap_reserving(s->pools, POOL_BYTES, POOL_RESERVE);
     s->pools = next;
   }
   mprof_pmem_unmap(s->index, s->index_cap * sizeof(uint32_t));
@@ -104,13 +111,13 @@ static bool index_reserve(shard_t *s)
 static uintptr_t *pool_take(shard_t *s, size_t depth)
 {
   if (s->pool_left < depth) {
-    pool_t *pool = mprof_pmem_map(POOL_BYTES);
+    pool_t *pool = mprof_pmem_map_reserving(POOL_BYTES, POOL_RESERVE);
     if (pool == NULL) return NULL;
     pool->bytes = POOL_BYTES;
     pool->next = s->pools;
     s->pools = pool;
     s->pool_next = (uintptr_t *)(pool + 1);
-    s->pool_left = (POOL_BYTES - sizeof(pool_t)) / sizeof(uintptr_t);
+    s->pool_left = POOL_FRAMES;
   }
   uintptr_t *frames = s->pool_next;
   s->pool_next += depth;
@@ -130,7 +137,7 @@ static bool shard_append(shard_t *s, uint64_t hash, const uintptr_t *frames, siz
     return false;
   }
   if (s->chunk[c] == NULL) {
-    s->chunk[c] = mprof_pmem_map(CHUNK_ENTRIES * sizeof(mprof_stack_t));
+    s->chunk[c] = mprof_pmem_map_reserving(CHUNK_BYTES, CHUNK_RESERVE);
     if (s->chunk[c] == NULL) return false;
   }
   uintptr_t *copy = pool_take(s, depth);

@@ -1,0 +1,269 @@
+/* profiler.c - the profiler thread and the triggers that wake it.
+ *
+ * Triggers (MIMALLOC_PROF_*): INTERVAL (about every N estimated allocated bytes), GDUMP (at each new peak
+ * of estimated in-use bytes, growing by at least a tenth each time), SIGNAL (a profile per signal) and
+ * FINAL_SIGNALS (the final profile and leak report on a termination signal, then the signal's own
+ * disposition).  None of them writes anything itself: the thread that trips a trigger may be inside
+ * malloc holding the application's locks, or in a signal handler.  A trigger counts a request of its kind
+ * and posts a semaphore (an atomic add and sem_post(3): async-signal-safe), and the profiler thread
+ * writes (dump.c).  No file descriptor is involved: a program that closes every descriptor and reuses
+ * the numbers (daemons do) cannot cross wires with the profiler.
+ *
+ * The thread exists only when one of these triggers is configured: it is created at load, with every
+ * signal blocked, never exits, runs with the reentrancy guard up (nothing it does is sampled) and never
+ * calls malloc (its dumps use profiler memory only; tests/nomalloc_shim.c proves it).  A program without
+ * these triggers stays single-threaded.  Its loop is general: a request kind is a counter and a function,
+ * served in kind order, so interval and peak dumps requested before a signal are written before the
+ * signal's.  (Periodic dumps would add a deadline to the wait, a control socket another kind.)
+ *
+ * A fork child has no profiler thread: its interval and peak triggers are off, and the signals whose
+ * handler is still ours get their earlier disposition back.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+enum { REQ_INTERVAL, REQ_PEAK, REQ_SIGNAL, REQ_FINAL, REQ_KINDS };
+
+static sem_t requests;                       /* posted once per request */
+static unsigned pending[REQ_KINDS];          /* requests not served yet (atomic) */
+static bool running;                         /* the thread exists (false in a fork child) */
+
+/* Interval and peak state (relaxed atomics; triggers are approximate by nature). */
+static uint64_t interval_bytes;              /* MIMALLOC_PROF_INTERVAL, 0 = off */
+static bool gdump;
+static uint64_t allocated;                   /* estimated bytes allocated this session */
+static uint64_t next_interval;               /* dump when allocated passes it */
+static int64_t inuse;                        /* estimated bytes in use this session */
+static int64_t next_peak;                    /* dump when inuse passes it */
+static int64_t peak_floor;                   /* ten sample periods of the session, bytes */
+
+/* Signals: MIMALLOC_PROF_SIGNAL's and MIMALLOC_PROF_FINAL_SIGNALS', with the dispositions ours replaced. */
+static int dump_signal;
+static uint64_t final_signals;               /* bit sig - 1: our final handler was installed for sig */
+static struct sigaction old_action[65];      /* by signal number, written before our handler goes in */
+static uint64_t final_reraise;               /* bit sig - 1: re-raise sig after the final dump (atomic) */
+
+/* Async-signal-safe: an atomic increment and sem_post(3). */
+static void request(int kind)
+{
+  int saved = errno;
+  __atomic_add_fetch(&pending[kind], 1, __ATOMIC_RELEASE);
+  sem_post(&requests);
+  errno = saved;
+}
+
+/* Takes one pending request, in kind order; -1 when none is left. */
+static int take_request(void)
+{
+  for (int k = 0; k < REQ_KINDS; k++) {
+    unsigned n = __atomic_load_n(&pending[k], __ATOMIC_ACQUIRE);
+    while (n != 0) {
+      if (__atomic_compare_exchange_n(&pending[k], &n, n - 1, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return k;
+    }
+  }
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Signals
+--------------------------------------------------------------------------------------------------- */
+
+static void on_dump_signal(int sig)
+{
+  (void)sig;
+  request(REQ_SIGNAL);
+}
+
+static bool handler_is(const struct sigaction *sa, void (*fn)(int, siginfo_t *, void *))
+{
+  return (sa->sa_flags & SA_SIGINFO) != 0 && sa->sa_sigaction == fn;
+}
+
+/* A final signal.  Async-signal-safe: sigaction, atomics, sem_post.  If our handler is still the installed
+ * one, the signal gets its earlier disposition back at once (a second signal, a user pressing ^C again or
+ * a supervisor escalating, then acts as without the library) and is re-raised after the final dump.  If
+ * the program installed its own handler later and calls ours from it, the program's handler stays and
+ * decides what the signal does: we only write the profile. */
+static void on_final_signal(int sig, siginfo_t *info, void *context)
+{
+  (void)info, (void)context;
+  int saved = errno;
+  struct sigaction now;
+  if (sigaction(sig, NULL, &now) == 0 && handler_is(&now, on_final_signal)) {
+    sigaction(sig, &old_action[sig], NULL);
+    __atomic_or_fetch(&final_reraise, (uint64_t)1 << (sig - 1), __ATOMIC_RELAXED);
+  }
+  request(REQ_FINAL);
+  errno = saved;
+}
+
+/* Installs fn (a plain handler for the dump signal, a siginfo one for the final signals) unless the
+ * signal is ignored, which it stays.  False when the signal cannot be caught. */
+static bool catch(int sig, void (*plain)(int), void (*info)(int, siginfo_t *, void *))
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (info != NULL) {
+    sa.sa_flags |= SA_SIGINFO;
+    sa.sa_sigaction = info;
+  } else {
+    sa.sa_handler = plain;
+  }
+  if (sigaction(sig, NULL, &old_action[sig]) != 0) return false;
+  if (info != NULL && old_action[sig].sa_handler == SIG_IGN) return true;   /* ignored: nothing ends */
+  return sigaction(sig, &sa, NULL) == 0;
+}
+
+/* Puts the earlier disposition back where our handler is still installed (a fork child; async-signal-safe). */
+static void uncatch(int sig)
+{
+  struct sigaction now;
+  if (sigaction(sig, NULL, &now) != 0) return;
+  bool ours = sig == dump_signal ? !(now.sa_flags & SA_SIGINFO) && now.sa_handler == on_dump_signal
+                                 : handler_is(&now, on_final_signal);
+  if (ours) sigaction(sig, &old_action[sig], NULL);
+}
+
+/* A final signal was served: the profile is written, the signals that came to our own handler go again,
+ * now to their earlier disposition (process-directed: with the default action the process ends). */
+static void serve_final(void)
+{
+  mprof_dump_final();
+  uint64_t again = __atomic_exchange_n(&final_reraise, 0, __ATOMIC_ACQ_REL);
+  for (int sig = 1; sig <= 64; sig++)
+    if (again & ((uint64_t)1 << (sig - 1))) kill(getpid(), sig);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The thread
+--------------------------------------------------------------------------------------------------- */
+
+static void serve(int kind)
+{
+  switch (kind) {
+  case REQ_INTERVAL: mprof_dump_auto('i'); break;
+  case REQ_PEAK: mprof_dump_auto('u'); break;
+  case REQ_SIGNAL: mprof_dump_auto('s'); break;
+  case REQ_FINAL: serve_final(); break;
+  default: break;
+  }
+}
+
+static void *profiler_main(void *arg)
+{
+  (void)arg;
+  mprof_tls.guard = 1;                       /* nothing this thread does is ever sampled */
+  prctl(PR_SET_NAME, "mimalloc-prof", 0, 0, 0);
+  for (;;) {
+    while (sem_wait(&requests) != 0) {
+    }
+    for (int k; (k = take_request()) >= 0;) serve(k);
+  }
+  return NULL;
+}
+
+static bool start_thread(void)
+{
+  sigset_t all, old;
+  pthread_attr_t attr;
+  pthread_t thread;
+  sigfillset(&all);
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, (size_t)256 << 10);
+  pthread_sigmask(SIG_SETMASK, &all, &old);        /* the thread inherits a fully blocked mask */
+  int rc = pthread_create(&thread, &attr, profiler_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) mprof_warn("cannot start the profiler thread: %s; interval, peak and signal profiles are off",
+                          strerrorname_np(rc));
+  return rc == 0;
+}
+
+/* At load: the triggers the options ask for, and the thread if one needs it. */
+bool mprof_profiler_init(void)
+{
+  interval_bytes = mprof_option(MPROF_OPT_INTERVAL);
+  gdump = mprof_option(MPROF_OPT_GDUMP) != 0;
+  dump_signal = (int)mprof_option(MPROF_OPT_SIGNAL);
+  uint64_t finals = mprof_option(MPROF_OPT_FINAL_SIGNALS);
+  if (dump_signal != 0 && (finals & ((uint64_t)1 << (dump_signal - 1)))) {
+    mprof_warn("MIMALLOC_PROF_FINAL_SIGNALS: signal %d is MIMALLOC_PROF_SIGNAL's; it keeps writing a profile "
+               "per signal", dump_signal);
+    finals &= ~((uint64_t)1 << (dump_signal - 1));
+  }
+  if (interval_bytes == 0 && !gdump && dump_signal == 0 && finals == 0) return false;
+  if (sem_init(&requests, 0, 0) != 0 || !start_thread()) {
+    interval_bytes = 0;
+    gdump = false;
+    return false;
+  }
+  running = true;
+  if (dump_signal != 0 && !catch(dump_signal, on_dump_signal, NULL))
+    mprof_warn("cannot catch signal %d: %s", dump_signal, strerrorname_np(errno));
+  for (int sig = 1; sig <= 64; sig++) {
+    if (!(finals & ((uint64_t)1 << (sig - 1)))) continue;
+    if (catch(sig, NULL, on_final_signal)) final_signals |= (uint64_t)1 << (sig - 1);
+    else mprof_warn("cannot catch signal %d: %s (MIMALLOC_PROF_FINAL_SIGNALS)", sig, strerrorname_np(errno));
+  }
+  return true;
+}
+
+/* A new session (sampling at `rate` bytes): the interval and peak triggers start over. */
+void mprof_profiler_session_begin(uint64_t rate)
+{
+  peak_floor = (int64_t)(10 * rate);
+  __atomic_store_n(&allocated, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&next_interval, interval_bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(&inuse, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&next_peak, peak_floor, __ATOMIC_RELAXED);
+}
+
+/* A sample of `bytes` estimated bytes was recorded (sampler.c). */
+void mprof_dump_note_alloc(uint64_t bytes)
+{
+  if (mprof_likely(interval_bytes == 0 && !gdump)) return;
+  if (interval_bytes != 0) {
+    uint64_t now = __atomic_add_fetch(&allocated, bytes, __ATOMIC_RELAXED);
+    uint64_t next = __atomic_load_n(&next_interval, __ATOMIC_RELAXED);
+    if (now >= next && __atomic_compare_exchange_n(&next_interval, &next, now + interval_bytes, false,
+                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      request(REQ_INTERVAL);
+  }
+  mprof_dump_note_inuse((int64_t)bytes);
+}
+
+/* In-use estimate changed by `delta` bytes (a sample, a free or resize of a sampled block). */
+void mprof_dump_note_inuse(int64_t delta)
+{
+  if (mprof_likely(!gdump)) return;
+  int64_t now = __atomic_add_fetch(&inuse, delta, __ATOMIC_RELAXED);
+  int64_t peak = __atomic_load_n(&next_peak, __ATOMIC_RELAXED);
+  /* A new peak: dump, and wait for at least another tenth (and ten sample periods) of growth, so the
+   * number of files grows with the logarithm of the peak. */
+  int64_t step = now / 10 > peak_floor ? now / 10 : peak_floor;
+  if (delta > 0 && now > peak &&
+      __atomic_compare_exchange_n(&next_peak, &peak, now + step, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    request(REQ_PEAK);
+}
+
+/* In a fork child the thread does not exist: triggers off, our handlers replaced by what they replaced
+ * (async-signal-safe: assignments and sigaction). */
+void mprof_profiler_postfork_child(void)
+{
+  if (!running) return;
+  running = false;
+  interval_bytes = 0;
+  gdump = false;
+  if (dump_signal != 0) uncatch(dump_signal);
+  for (int sig = 1; sig <= 64; sig++)
+    if (final_signals & ((uint64_t)1 << (sig - 1))) uncatch(sig);
+}
