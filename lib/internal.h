@@ -89,24 +89,28 @@ bool mprof_warn_once_claim(int *flag);
 /* "pmem.c": profiler memory, raw mmap under the MIMALLOC_PROF_MAX_BYTES budget.
  *
  * What one dump needs (dump.c, pprof.c, objects.c), kept free by the tables (see pmem.c): a fixed part and
- * a part per stack and per frame of the stack table.  Fixed: zlib's deflate at windowBits 15 and memLevel 8
- * ((1 << 17) + (1 << 17) bytes by zlib.h's formula, plus 16 KiB for its state), pprof.c's staging and
- * output buffers, two copies of the loaded-object list (two dumps may prepare at once; a list of up to
- * MPROF_DUMP_OBJECTS_BYTES, about 300 objects, is covered) and the page rounding of the dump's four other
- * mappings.  Per stack: its snapshot entry (snapshot.c).  Per frame: the snapshot's copy, and pprof.c's
- * sorted distinct return addresses and their names (one word each).  The leak report and a visit need
- * less (a snapshot). */
-#define MPROF_DUMP_ZLIB_BYTES    (((size_t)1 << 17) + ((size_t)1 << 17) + ((size_t)16 << 10))
-#define MPROF_DUMP_IO_BYTES      ((size_t)32 << 10)
-#define MPROF_DUMP_OBJECTS_BYTES ((size_t)64 << 10)
+ * a part per stack and per frame of the stack table.  Fixed: zlib's deflate at windowBits 14 and memLevel 6
+ * ((1 << 16) + (1 << 15) bytes by zlib.h's formula, plus 16 KiB for its state; against windowBits 15 and
+ * memLevel 8 it saves 160 KiB for profiles 2% larger at most, measured on python3's), pprof.c's staging
+ * and output buffers, two copies of the loaded-object list (two dumps may prepare at once; a list of up
+ * to MPROF_DUMP_OBJECTS_BYTES, about 150 objects, is covered) and the page rounding of the dump's four
+ * other mappings.  Per stack: its snapshot entry (snapshot.c).  Per frame: the snapshot's copy, and
+ * pprof.c's sorted distinct return addresses and their names (one word each).  The leak report and a
+ * visit need less (a snapshot). */
+#define MPROF_DUMP_ZLIB_WBITS    14
+#define MPROF_DUMP_ZLIB_MEMLEVEL 6
+#define MPROF_DUMP_ZLIB_BYTES    (((size_t)1 << (MPROF_DUMP_ZLIB_WBITS + 2)) + \
+                                  ((size_t)1 << (MPROF_DUMP_ZLIB_MEMLEVEL + 9)) + ((size_t)16 << 10))
+#define MPROF_DUMP_IO_BYTES      ((size_t)16 << 10)
+#define MPROF_DUMP_OBJECTS_BYTES ((size_t)32 << 10)
 #define MPROF_DUMP_FIXED_BYTES   (MPROF_DUMP_ZLIB_BYTES + MPROF_DUMP_IO_BYTES + 2 * MPROF_DUMP_OBJECTS_BYTES + 4 * 4096)
 #define MPROF_DUMP_STACK_BYTES   (2 * sizeof(size_t) + 4 * sizeof(uint64_t))   /* sizeof(mprof_snap_stack_t) */
 #define MPROF_DUMP_FRAME_BYTES   (2 * sizeof(uintptr_t) + sizeof(uint64_t))
 
 void  *mprof_pmem_map(size_t bytes);           /* tables; NULL when over budget or mmap fails */
 void   mprof_pmem_unmap(void *p, size_t bytes);
-void  *mprof_pmem_map_reserving(size_t bytes, size_t reserve);   /* tables holding what dumps copy */
-void   mprof_pmem_unmap_reserving(void *p, size_t bytes, size_t reserve);
+bool   mprof_pmem_reserve(size_t bytes);       /* keeps bytes free for dumps (a stack added); false: budget */
+void   mprof_pmem_unreserve(size_t bytes);
 void  *mprof_pmem_map_temp(size_t bytes);      /* a dump's or a visit's temporaries */
 void   mprof_pmem_unmap_temp(void *p, size_t bytes);
 size_t mprof_pmem_mapped(void);
@@ -387,6 +391,8 @@ bool mprof_profiler_init(void);                /* at load: starts the thread if 
 void mprof_profiler_session_begin(uint64_t rate);
 void mprof_dump_note_alloc(uint64_t bytes);    /* sampler.c: a sample of this many estimated bytes */
 void mprof_dump_note_inuse(int64_t delta);     /* sampler.c: the in-use estimate changed */
+bool mprof_profiler_final_pending(void);      /* a final signal waits to be re-raised */
+void mprof_profiler_reraise(void);             /* re-raises it (after the final profile) */
 void mprof_profiler_postfork_child(void);
 
 /* "unwind.c": stack capture */

@@ -5,13 +5,13 @@
  * bounds all of it: `mapped` never exceeds the budget.  Pages are touched only when used (mmap gives
  * demand-zero pages).
  *
- * Dumps are always possible (issue 12): the tables may not grow into a reserve that one dump of what they
- * hold needs.  The reserve is MPROF_DUMP_FIXED_BYTES plus, for every stack-table chunk, what a dump needs
- * per stack and per frame it can hold (MPROF_DUMP_STACK_BYTES, MPROF_DUMP_FRAME_BYTES, derived in
- * internal.h); stacktab.c states it with each chunk it maps.  `committed` = tables mapped + reserve, and
- * a table mapping must keep committed within the budget; a temporary mapping (a dump, a visit) only has
- * to fit under the budget.  So one dump (or visit) at a time always finds the memory it needs, whatever
- * the tables took; two at once may not (the second fails with ENOMEM).
+ * Dumps are always possible (issue 12): the tables may not grow into the memory one dump of what they hold
+ * needs.  That reserve is MPROF_DUMP_FIXED_BYTES plus, for every stack in the stack table, what a dump
+ * needs per stack and per frame (MPROF_DUMP_STACK_BYTES, MPROF_DUMP_FRAME_BYTES, derived in internal.h);
+ * stacktab.c reserves it with each stack it adds.  `committed` = tables mapped + stack reserves, and
+ * must stay within the budget less the fixed part; a temporary mapping (a dump, a visit) only has to fit
+ * under the budget.  So one dump (or visit) at a time always finds the memory it needs, whatever the
+ * tables took; two at once may not (the second fails with ENOMEM).
  *
  * No lock: two atomic counters, each changed with compare-and-swap, so any lock may be held while mapping.
  * `committed` is reserved before `mapped`, and released after it.
@@ -51,28 +51,31 @@ static void *map_charged(size_t bytes)
   return p;
 }
 
-void *mprof_pmem_map_reserving(size_t bytes, size_t reserve)
+void *mprof_pmem_map(size_t bytes)
 {
   bytes = page_round(bytes);
-  size_t limit = budget(), fixed = MPROF_DUMP_FIXED_BYTES;
-  if (limit < fixed || !charge(&pmem_committed, bytes + reserve, limit - fixed)) return NULL;
+  if (!mprof_pmem_reserve(bytes)) return NULL;
   void *p = map_charged(bytes);
-  if (p == NULL) __atomic_fetch_sub(&pmem_committed, bytes + reserve, __ATOMIC_RELAXED);
+  if (p == NULL) mprof_pmem_unreserve(bytes);
   return p;
 }
 
-void mprof_pmem_unmap_reserving(void *p, size_t bytes, size_t reserve)
+void mprof_pmem_unmap(void *p, size_t bytes)
 {
   if (p == NULL) return;
   bytes = page_round(bytes);
   munmap(p, bytes);
   __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
-  __atomic_fetch_sub(&pmem_committed, bytes + reserve, __ATOMIC_RELAXED);
+  mprof_pmem_unreserve(bytes);
 }
 
-void *mprof_pmem_map(size_t bytes) { return mprof_pmem_map_reserving(bytes, 0); }
+bool mprof_pmem_reserve(size_t bytes)
+{
+  size_t limit = budget(), fixed = MPROF_DUMP_FIXED_BYTES;
+  return limit >= fixed && charge(&pmem_committed, bytes, limit - fixed);
+}
 
-void mprof_pmem_unmap(void *p, size_t bytes) { mprof_pmem_unmap_reserving(p, bytes, 0); }
+void mprof_pmem_unreserve(size_t bytes) { __atomic_fetch_sub(&pmem_committed, bytes, __ATOMIC_RELAXED); }
 
 void *mprof_pmem_map_temp(size_t bytes)
 {

@@ -4,9 +4,9 @@
  * id.  The table is sharded by the stack's hash; a shard has its own lock (rank 4, innermost), an
  * open-addressing index of entry numbers, entries in fixed chunks that never move (so an id names the
  * same memory for the whole session), and a bump pool for the frames.  All of it is profiler memory
- * (pmem.c) under the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).  Entry
- * chunks and frame pools are mapped together with the reserve a dump of their stacks needs
- * (mprof_pmem_map_reserving; internal.h derives it), so the table never takes the memory a dump needs.
+ * (pmem.c) under the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).  Each stack
+ * added also reserves the memory a dump of it needs (mprof_pmem_reserve; internal.h derives the amount),
+ * so the table never takes what a dump needs; a stack that cannot is dropped for memory too.
  *
  * Counters: allocated and in-use objects (fixed point) and bytes per stack, changed with relaxed
  * atomics by record.c while it holds the record shard lock of the block concerned.  Ids are resolved
@@ -23,7 +23,6 @@
 #define POOL_BYTES     ((size_t)16 << 10) /* frame pool chunk: 2047 frames */
 #define INDEX_MIN      1024               /* one page of entry numbers */
 #define CHUNK_BYTES    (CHUNK_ENTRIES * sizeof(mprof_stack_t))
-#define CHUNK_RESERVE  (CHUNK_ENTRIES * MPROF_DUMP_STACK_BYTES)
 
 typedef struct pool_s {                   /* header of a frame pool chunk */
   struct pool_s *next;
@@ -31,7 +30,6 @@ typedef struct pool_s {                   /* header of a frame pool chunk */
 } pool_t;
 
 #define POOL_FRAMES    ((POOL_BYTES - sizeof(pool_t)) / sizeof(uintptr_t))
-#define POOL_RESERVE   (POOL_FRAMES * MPROF_DUMP_FRAME_BYTES)
 
 typedef struct shard_s {
   pthread_mutex_t lock;
@@ -43,6 +41,7 @@ typedef struct shard_s {
   pool_t         *pools;                  /* newest first */
   uintptr_t      *pool_next;              /* free frame space in pools */
   size_t          pool_left;              /* frames */
+  size_t          reserved;               /* dump reserve held for these stacks (pmem.c), bytes */
 } shard_t;
 
 /* The "dropped (reason)" stacks: one frame, MI_PROF_FRAME_DROPPED(reason), outside the shards so they
@@ -74,15 +73,17 @@ static inline uint64_t make_id(size_t shard, uint32_t n) { return ((uint64_t)sha
 static void shard_release(shard_t *s)
 {
   for (uint32_t c = 0; c < MAX_CHUNKS && s->chunk[c] != NULL; c++) {
-    mprof_pmem_unmap_reserving(s->chunk[c], CHUNK_BYTES, CHUNK_RESERVE);
+    mprof_pmem_unmap(s->chunk[c], CHUNK_BYTES);
     s->chunk[c] = NULL;
   }
   while (s->pools != NULL) {
     pool_t *next = s->pools->next;
-    mprof_pmem_unmap_reserving(s->pools, POOL_BYTES, POOL_RESERVE);
+    mprof_pmem_unmap(s->pools, POOL_BYTES);
     s->pools = next;
   }
   mprof_pmem_unmap(s->index, s->index_cap * sizeof(uint32_t));
+  mprof_pmem_unreserve(s->reserved);
+  s->reserved = 0;
   s->index = NULL;
   s->index_cap = 0;
   s->count = 0;
@@ -111,7 +112,7 @@ static bool index_reserve(shard_t *s)
 static uintptr_t *pool_take(shard_t *s, size_t depth)
 {
   if (s->pool_left < depth) {
-    pool_t *pool = mprof_pmem_map_reserving(POOL_BYTES, POOL_RESERVE);
+    pool_t *pool = mprof_pmem_map(POOL_BYTES);
     if (pool == NULL) return NULL;
     pool->bytes = POOL_BYTES;
     pool->next = s->pools;
@@ -136,12 +137,15 @@ static bool shard_append(shard_t *s, uint64_t hash, const uintptr_t *frames, siz
     *why = MI_PROF_DROP_STACKS;
     return false;
   }
-  if (s->chunk[c] == NULL) {
-    s->chunk[c] = mprof_pmem_map_reserving(CHUNK_BYTES, CHUNK_RESERVE);
-    if (s->chunk[c] == NULL) return false;
+  size_t reserve = MPROF_DUMP_STACK_BYTES + depth * MPROF_DUMP_FRAME_BYTES;
+  if (!mprof_pmem_reserve(reserve)) return false;
+  if (s->chunk[c] == NULL) s->chunk[c] = mprof_pmem_map(CHUNK_BYTES);
+  uintptr_t *copy = s->chunk[c] != NULL ? pool_take(s, depth) : NULL;
+  if (copy == NULL) {
+    mprof_pmem_unreserve(reserve);
+    return false;
   }
-  uintptr_t *copy = pool_take(s, depth);
-  if (copy == NULL) return false;
+  s->reserved += reserve;
   memcpy(copy, frames, depth * sizeof(uintptr_t));
   mprof_stack_t *e = entry(s, n);
   memset(e, 0, sizeof *e);
