@@ -318,9 +318,13 @@ void mprof_dump_final(void)
   if (have) mprof_objects_release(&objs);
 }
 
+/* At exit.  A final signal that arrived and is not served yet (the program was exiting anyway) gets its
+ * final profile here, and is re-raised here: the process then ends as the signal says, not with exit's
+ * status. */
 static void at_exit(void)
 {
-  bool profile = mprof_option(MPROF_OPT_FINAL) != 0, leak = mprof_option(MPROF_OPT_LEAK) != 0;
+  bool signalled = mprof_profiler_final_pending();
+  bool profile = signalled || mprof_option(MPROF_OPT_FINAL) != 0, leak = mprof_option(MPROF_OPT_LEAK) != 0;
   size_t countdown = mprof_guard_enter();         /* nothing done here is sampled */
   mprof_objects_t objs;
   bool have = (profile || leak) && mi_prof_is_enabled() && mprof_objects_take(&objs);
@@ -331,6 +335,7 @@ static void at_exit(void)
   pthread_mutex_unlock(&dump_lock);
   if (have) mprof_objects_release(&objs);
   mprof_guard_leave(countdown);
+  mprof_profiler_reraise();
 }
 
 /* ---------------------------------------------------------------------------------------------------

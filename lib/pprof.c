@@ -24,7 +24,8 @@
  * gets the name of the exported function holding it (objects.c, dladdr's rule).  pprof replaces these
  * with its own where the file has symbols or debug information, and keeps them where it has none.  A
  * dropped sample's stack, whose one frame is MI_PROF_FRAME_DROPPED(reason), becomes a location with no
- * mapping and no address and one line naming the function "[mimalloc-prof: dropped (reason)]".
+ * mapping and no address and one line naming the function "[mimalloc-prof: dropped (reason)]" (with an
+ * empty system name).
  */
 #include "internal.h"
 
@@ -51,8 +52,8 @@ typedef Perftools__Profiles__Line      line_t;
   "aligned_alloc|memalign|valloc|pvalloc|cfree|vfree|_aligned_malloc|" \
   "__libc_(malloc|calloc|realloc|free|cfree|memalign|valloc|pvalloc)|operator new.*|operator delete.*|mprof_.*)$"
 
-#define STAGE_BYTES ((size_t)16 << 10)       /* protobuf-c's small appends collect here before deflate */
-#define OUT_BYTES   ((size_t)16 << 10)       /* deflate's output, written when full */
+#define STAGE_BYTES ((size_t)8 << 10)        /* protobuf-c's small appends collect here before deflate */
+#define OUT_BYTES   ((size_t)8 << 10)        /* deflate's output, written when full */
 _Static_assert(STAGE_BYTES + OUT_BYTES <= MPROF_DUMP_IO_BYTES, "MPROF_DUMP_IO_BYTES");
 _Static_assert(MPROF_DUMP_FRAME_BYTES >= sizeof(uintptr_t) /* snapshot */ + sizeof(uintptr_t) + sizeof(uint64_t),
                "MPROF_DUMP_FRAME_BYTES");
@@ -276,7 +277,10 @@ static void emit_locations(writer_t *w, const mprof_objects_t *objs, const uintp
       } else {
         function_t f = PERFTOOLS__PROFILES__FUNCTION__INIT, *fp = &f;
         f.id = ++function_id;
-        f.name = f.system_name = emit_string(w, name);
+        f.name = emit_string(w, name);
+        /* A dropped frame has no system name: pprof then shows the name as it is (with system_name equal
+         * to it, pprof's C++ heuristics take the brackets for C++ and cut the parenthesised reason). */
+        if (key >> 32 != UINT32_MAX) f.system_name = f.name;
         profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
         one.n_function = 1;
         one.function = &fp;
@@ -402,7 +406,9 @@ bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects
   w.z.zalloc = zalloc;
   w.z.zfree = zfree;
   w.z.opaque = &w;
-  if (deflateInit2(&w.z, 6, Z_DEFLATED, 15 + 16 /* gzip */, 8, Z_DEFAULT_STRATEGY) != Z_OK) goto done;
+  if (deflateInit2(&w.z, 6, Z_DEFLATED, MPROF_DUMP_ZLIB_WBITS + 16 /* gzip */, MPROF_DUMP_ZLIB_MEMLEVEL,
+                   Z_DEFAULT_STRATEGY) != Z_OK)
+    goto done;
   zlib = true;
   emit_header(&w, meta);
   emit_mappings(&w, objs);

@@ -132,14 +132,22 @@ static void uncatch(int sig)
   if (ours) sigaction(sig, &old_action[sig], NULL);
 }
 
-/* A final signal was served: the profile is written, the signals that came to our own handler go again,
- * now to their earlier disposition (process-directed: with the default action the process ends). */
-static void serve_final(void)
+/* The signals that came to our own final handler go again, now to their earlier disposition
+ * (process-directed: with the default action the process ends).  Each is re-raised once, by the profiler
+ * thread after the final profile or by the exit handler, whichever comes first. */
+void mprof_profiler_reraise(void)
 {
-  mprof_dump_final();
   uint64_t again = __atomic_exchange_n(&final_reraise, 0, __ATOMIC_ACQ_REL);
   for (int sig = 1; sig <= 64; sig++)
     if (again & ((uint64_t)1 << (sig - 1))) kill(getpid(), sig);
+}
+
+bool mprof_profiler_final_pending(void) { return __atomic_load_n(&final_reraise, __ATOMIC_ACQUIRE) != 0; }
+
+static void serve_final(void)
+{
+  mprof_dump_final();
+  mprof_profiler_reraise();
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -183,6 +191,7 @@ static bool start_thread(void)
   int rc = pthread_create(&thread, &attr, profiler_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
+  if (rc == 0) pthread_setname_np(thread, "mimalloc-prof");   /* named before anyone looks (ps, tests) */
   if (rc != 0) mprof_warn("cannot start the profiler thread: %s; interval, peak and signal profiles are off",
                           strerrorname_np(rc));
   return rc == 0;
