@@ -63,7 +63,7 @@ static const bad_case_t bad_cases[] = {
   {"MIMALLOC_PROF_SAMPLE_RATE", "12x", MI_PROF_DEFAULT_SAMPLE_RATE},
   {"MIMALLOC_PROF", "maybe", 0},
   {"MIMALLOC_PROF_SEED", "-1", 0},
-  {"MIMALLOC_PROF_MAX_BYTES", "1", 64u << 10},                 /* clipped up to the minimum */
+  {"MIMALLOC_PROF_MAX_BYTES", "1", 1u << 20},                  /* clipped up to the minimum */
   {"MIMALLOC_PROF_ARENA_SIZE", "lots", (uint64_t)64 << 30},
   {"MIMALLOC_PROF_ACCUM", "2", 1},                             /* default 1 */
 };
@@ -106,7 +106,7 @@ START_TEST(options_bad_values)
   ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 0);              /* MIMALLOC_PROF: 0 */
   ck_assert_uint_eq(probe_value(&run, "start"), 1);
   ck_assert_uint_eq(probe_value(&run, "sample_rate"), MI_PROF_DEFAULT_SAMPLE_RATE);
-  ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 64u << 10);   /* clipped up */
+  ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 1u << 20);    /* clipped up */
   ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), (uint64_t)64 << 30); /* the default */
   ck_assert_ptr_nonnull(strstr(run.out, "allocations ok\n"));
   probe_run_free(&run);
@@ -238,15 +238,16 @@ END_TEST
 --------------------------------------------------------------------------------------------------- */
 
 /* Rate 1 samples every allocation (P(an interval exceeds 64 bytes) = e^-64), so 20000 live 64-byte
- * blocks want 20000 records of 64 bytes: 1.25 MiB of tables, far over a 64 KiB budget. */
+ * blocks want 20000 records of 64 bytes: 1.25 MiB of tables (more at the table's 70% load), over the
+ * smallest budget, 1 MiB, of which a dump's fixed reserve is kept free. */
 START_TEST(options_budget_drops)
 {
-  probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=64k", NULL},
+  probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=1m", NULL},
                               (const char *const[]){"budget", "1", "20000", "64", NULL});
   probe_assert_exit0(&run, NULL);
   ck_assert_uint_eq(probe_value(&run, "bad_blocks"), 0);
-  ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 64u << 10);
-  ck_assert_uint_le(probe_value(&run, "profiler_bytes_peak"), 64u << 10);
+  ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 1u << 20);
+  ck_assert_uint_le(probe_value(&run, "profiler_bytes_peak"), 1u << 20);
   ck_assert_uint_gt(probe_value(&run, "samples"), 0);
   ck_assert_uint_gt(probe_value(&run, "dropped_memory"), 0);
   /* Every block was either recorded or dropped: nothing lost between the two. */

@@ -283,7 +283,8 @@ static void check_drop_accounting(const probe_run_t *run, uint64_t n)
 /* Budget: 30000 distinct stacks (paths through 5 levels of 16 functions: 16^5 > 30000) of about ten
  * frames need ~4 MB of entries and frames, four times the 1 MiB budget: the table stops growing, later
  * samples are dropped for memory, and the first ones were kept.  With the budget used up, a visit of
- * every stack (MIMALLOC_PROF_ACCUM=1) has no room for its snapshot: ENOMEM, as documented. */
+ * every stack (MIMALLOC_PROF_ACCUM=1) still has room for its snapshot: the table leaves a dump's worth of
+ * memory free (lib/pmem.c), and a visit needs less. */
 START_TEST(stacks_table_full_drops)
 {
   probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=1m", "MIMALLOC_PROF_ACCUM=1", NULL},
@@ -293,9 +294,8 @@ START_TEST(stacks_table_full_drops)
   ck_assert_uint_gt(probe_value(&run, "dropped_memory"), 0);
   ck_assert_uint_gt(probe_value(&run, "samples"), 0);
   ck_assert_msg(strstr(run.err, "dropping samples") != NULL, "no drop warning; stderr:\n%s", run.err);
-  ck_assert_uint_eq(probe_value(&run, "visit_ok"), 0);
-  ck_assert_uint_eq(probe_value(&run, "visit_errno"), ENOMEM);
-  ck_assert_uint_eq(probe_value(&run, "visit_stacks"), 0);
+  ck_assert_uint_eq(probe_value(&run, "visit_ok"), 1);
+  ck_assert_uint_gt(probe_value(&run, "visit_stacks"), 0);
   probe_run_free(&run);
 }
 END_TEST
