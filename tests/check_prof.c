@@ -19,6 +19,8 @@ int main(void)
   srunner_add_suite(sr, hazards_suite());
   srunner_add_suite(sr, stacks_suite());
   srunner_add_suite(sr, pprof_suite());
+  srunner_add_suite(sr, dump_suite());
+  srunner_add_suite(sr, profiler_suite());
 #else
   srunner_add_suite(sr, disabled_suite());
 #endif

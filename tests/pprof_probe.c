@@ -12,22 +12,39 @@
  *                           pprof_site_beta (the shared library), all kept live until exit
  *   leak N SIZE             N blocks of SIZE bytes from leaky_function, never freed; a churn of freed
  *                           blocks from churn_site
- *   load THREADS            THREADS threads allocate and free until stdin reaches EOF (signal dumps)
+ *   load THREADS [forever]  THREADS threads allocate and free until stdin reaches EOF (signal dumps), or
+ *                           with "forever" until a signal ends the program
  *   phases STEP...          steps in order: grow:BYTES (4 KiB blocks kept live), churn:BYTES (4 KiB
- *                           blocks freed at once), free (every live block), barrier (see below)
+ *                           blocks freed at once), free (every live block), barrier (see below),
+ *                           distinct:N (N blocks through distinct stacks, freed at once), term
+ *                           (raise(SIGTERM), then wait for it to end the program)
  *   budget N SIZE RUN STOP  mi_prof_start(1); N live blocks of SIZE bytes; mi_prof_dump(RUN) while running,
  *                           then mi_prof_stop() and mi_prof_dump(STOP)
+ *   distinct N SIZE         N blocks of SIZE + (i % 1024) bytes through N distinct stacks (walkers below),
+ *                           kept live until exit; the stats right before exit
+ *   idle [N]                N distinct live stacks (as distinct), "ready", then waits for stdin's end (the
+ *                           test looks at /proc, or sends signals, meanwhile)
+ *   own_term replace|chain  installs its own SIGTERM handler, which replaces the library's or calls it too;
+ *                           "ready"; after the signal "handled 1"; with chain, waits for the final profile
+ *   forkplugin N            N distinct live stacks; the first automatic dump's temporary file made a FIFO
+ *                           (4 KiB buffer) that this program reads; raise(SIGUSR2); dlopen of
+ *                           MPROF_TEST_FORK_PLUGIN, whose constructor forks while the dump is written
+ *                           (tests/fork_plugin.c); waits until the dump is renamed into place
+ *   named_malloc            a thread named like the profiler's calls malloc (tests/nomalloc_shim.c's
+ *                           control: it must abort)
  *
  * The barrier (phases): raise(SIGUSR2) (the test sets MIMALLOC_PROF_SIGNAL=USR2), then wait, with
  * inotify on the directory of MIMALLOC_PROF_PREFIX (watched from the first barrier on), until the
  * resulting "s" file is closed.  Dump
- * requests of every trigger go through one pipe to the profiler thread, which serves them in order; the
+ * requests of every trigger go to the one profiler thread, which serves them in order; the
  * interval and peak requests of earlier steps were written before their malloc returned, and raise()
  * delivers the signal (whose handler writes the request) before it returns.  So when the "s" file is
  * closed, every file requested before the barrier is complete: no sleeping, no polling.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -37,6 +54,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mimalloc-prof.h"
@@ -116,6 +135,36 @@ __attribute__((noinline)) void grow_site(size_t bytes)
   }
 }
 
+/* Walker k calls walker (path % 16) until n reaches 0, then allocates `size` bytes: the path's base-16
+ * digits choose the functions on the stack, so distinct paths give distinct return addresses. */
+typedef void *walker_fn(uint64_t path, unsigned n, size_t size);
+extern walker_fn *const walkers[16];
+volatile unsigned walk_salt;
+
+#define WALKER(k)                                                                          \
+  __attribute__((noinline, noclone)) void *walk##k(uint64_t path, unsigned n, size_t size)  \
+  {                                                                                        \
+    void *p = n == 0 ? malloc(size) : walkers[path % 16](path / 16, n - 1, size);          \
+    walk_salt += k + 100;                                                                  \
+    return p;                                                                              \
+  }
+WALKER(0) WALKER(1) WALKER(2) WALKER(3) WALKER(4) WALKER(5) WALKER(6) WALKER(7)
+WALKER(8) WALKER(9) WALKER(10) WALKER(11) WALKER(12) WALKER(13) WALKER(14) WALKER(15)
+#undef WALKER
+
+walker_fn *const walkers[16] = {walk0, walk1, walk2, walk3, walk4, walk5, walk6, walk7,
+                                walk8, walk9, walk10, walk11, walk12, walk13, walk14, walk15};
+
+/* Block i through path i (4 levels: 16^4 = 65536 distinct stacks) of `size` + (i % 1024) bytes, filled. */
+static unsigned char *distinct_block(size_t i, size_t size)
+{
+  size_t n = size + i % 1024;
+  unsigned char *p = walkers[i % 16](i / 16, 3, n);
+  if (p == NULL) die("malloc failed");
+  memset(p, (int)(i & 0xff), n);
+  return p;
+}
+
 static void free_all(void)
 {
   for (size_t i = 0; i < n_blocks; i++) {
@@ -190,6 +239,8 @@ static int mode_load(int argc, char **argv)
   }
   printf("ready\n");
   fflush(stdout);
+  if (argc > 3 && strcmp(argv[3], "forever") == 0)
+    for (;;) pause();
   char buf[64];
   for (;;) {
     ssize_t r = read(0, buf, sizeof buf);
@@ -209,7 +260,7 @@ static int mode_load(int argc, char **argv)
 
 /* phases: the barrier's inotify watch, set up before the first step. */
 static int watch_fd = -1;
-static unsigned s_files_seen;
+static unsigned files_seen;                /* files seen by the watch so far (see wait_files) */
 
 static void watch_init(void)
 {
@@ -230,18 +281,19 @@ static bool ends_with(const char *s, const char *tail)
   return n >= t && strcmp(s + n - t, tail) == 0;
 }
 
-/* Waits until `want` "s" files have appeared (automatic dumps are renamed into place when complete;
- * blocking read: the test's timeout bounds a hang). */
-static void wait_s_files(unsigned want)
+/* Waits until `want` files ending in `suffix` have appeared since the watch began (automatic dumps are
+ * renamed into place when complete; blocking read: the test's timeout bounds a hang).  One suffix per
+ * run of the probe. */
+static void wait_files(const char *suffix, unsigned want)
 {
   _Alignas(struct inotify_event) char buf[4096];
-  while (s_files_seen < want) {
+  while (files_seen < want) {
     ssize_t r = read(watch_fd, buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) die("inotify read");
     for (char *p = buf; p < buf + r;) {
       struct inotify_event *ev = (struct inotify_event *)p;
-      if (ev->len > 0 && ends_with(ev->name, ".s.pb.gz")) s_files_seen++;
+      if (ev->len > 0 && ends_with(ev->name, suffix)) files_seen++;
       p += sizeof *ev + ev->len;
     }
   }
@@ -257,10 +309,17 @@ static int mode_phases(int argc, char **argv)
     if (strncmp(step, "grow:", 5) == 0) grow_site(arg_size(step + 5));
     else if (strncmp(step, "churn:", 6) == 0) churn_site(arg_size(step + 6) / PAGE_BLOCK, PAGE_BLOCK);
     else if (strcmp(step, "free") == 0) free_all();
+    else if (strncmp(step, "distinct:", 9) == 0) {
+      for (size_t k = 0, n = arg_size(step + 9); k < n; k++) free(distinct_block(k, 64));
+    } else if (strcmp(step, "term") == 0) {
+      fflush(stdout);
+      if (raise(SIGTERM) != 0) die("raise");
+      for (;;) pause();                      /* the library re-raises SIGTERM once the profile is written */
+    }
     else if (strcmp(step, "barrier") == 0) {
       if (watch_fd < 0) watch_init();        /* before the first "s" request: none is missed */
       if (raise(SIGUSR2) != 0) die("raise");
-      wait_s_files(++barriers);
+      wait_files(".s.pb.gz", ++barriers);
       printf("barrier %u\n", barriers);
       fflush(stdout);
     } else {
@@ -311,6 +370,137 @@ static int mode_budget(int argc, char **argv)
   return 0;
 }
 
+static int mode_distinct(int argc, char **argv)
+{
+  if (argc < 4) die("usage: distinct N SIZE");
+  size_t n = arg_size(argv[2]), size = arg_size(argv[3]);
+  if (n > MAX_BLOCKS) die("too many blocks");
+  printf("distinct\n");                      /* stdout's buffer exists before the stats are taken */
+  fflush(stdout);
+  for (size_t i = 0; i < n; i++) blocks[n_blocks++] = distinct_block(i, size);
+  mi_prof_stats_t st = stats_now();          /* nothing is allocated from here to the final profile */
+  printf("samples %" PRIu64 "\nlive %" PRIu64 "\ninuse_bytes %" PRIu64 "\nalloc_bytes %" PRIu64 "\n", st.samples,
+         st.live_samples, st.inuse_bytes, st.alloc_bytes);
+  printf("inuse_objects %" PRIu64 "\nalloc_objects %" PRIu64 "\ndropped_memory %" PRIu64 "\n", st.inuse_objects,
+         st.alloc_objects, st.dropped[MI_PROF_DROP_MEMORY]);
+  printf("profiler_bytes %" PRIu64 "\nprofiler_bytes_max %" PRIu64 "\n", st.profiler_bytes, st.profiler_bytes_max);
+  fflush(stdout);
+  return 0;
+}
+
+static void wait_stdin_end(void)
+{
+  char buf[64];
+  for (;;) {
+    ssize_t r = read(0, buf, sizeof buf);
+    if (r == 0) return;
+    if (r < 0 && errno != EINTR) die("read stdin");
+  }
+}
+
+static int mode_idle(int argc, char **argv)
+{
+  size_t n = argc > 2 ? arg_size(argv[2]) : 0;
+  if (n > MAX_BLOCKS) die("too many blocks");
+  for (size_t i = 0; i < n; i++) blocks[n_blocks++] = distinct_block(i, 64);
+  printf("ready\n");
+  fflush(stdout);
+  wait_stdin_end();
+  return 0;
+}
+
+/* own_term: the program's own SIGTERM handler, installed after the library's (which it replaces), and
+ * in the chain variant calling the one it replaced, as handlers that chain do. */
+static struct sigaction term_before;
+static volatile sig_atomic_t term_handled;
+
+static void own_term_handler(int sig, siginfo_t *info, void *context)
+{
+  term_handled = 1;
+  if (term_before.sa_flags & SA_SIGINFO) term_before.sa_sigaction(sig, info, context);
+  else if (term_before.sa_handler != SIG_DFL && term_before.sa_handler != SIG_IGN) term_before.sa_handler(sig);
+}
+
+static void replace_term_handler(int sig)
+{
+  (void)sig;
+  term_handled = 1;
+}
+
+static int mode_own_term(int argc, char **argv)
+{
+  if (argc < 3) die("usage: own_term replace|chain");
+  bool chain = strcmp(argv[2], "chain") == 0;
+  if (chain) watch_init();                   /* before the signal: the final profile's rename is seen */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  if (chain) {
+    sa.sa_flags = SA_SIGINFO;
+    sa.sa_sigaction = own_term_handler;
+  } else {
+    sa.sa_handler = replace_term_handler;
+  }
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_BLOCK, &term, &old);       /* delivered only inside sigsuspend below */
+  if (sigaction(SIGTERM, &sa, &term_before) != 0) die("sigaction");
+  printf("ready\n");
+  fflush(stdout);
+  while (!term_handled) sigsuspend(&old);
+  printf("handled %d\n", (int)term_handled);
+  fflush(stdout);
+  if (chain) wait_files(".f.pb.gz", 1);
+  return 0;
+}
+
+/* forkplugin: see tests/fork_plugin.c for the constructor's side. */
+static int mode_forkplugin(int argc, char **argv)
+{
+  if (argc < 3) die("usage: forkplugin N");
+  size_t n = arg_size(argv[2]);
+  if (n > MAX_BLOCKS) die("too many blocks");
+  const char *prefix = getenv("MIMALLOC_PROF_PREFIX"), *plugin = getenv("MPROF_TEST_FORK_PLUGIN");
+  if (prefix == NULL || plugin == NULL) die("MIMALLOC_PROF_PREFIX or MPROF_TEST_FORK_PLUGIN not set");
+  for (size_t i = 0; i < n; i++) blocks[n_blocks++] = distinct_block(i, 64);
+  /* The first automatic dump (sequence 0, kind s) is written to <name>.tmp: make that a FIFO with a 4 KiB
+   * buffer, opened here for reading, so the dump blocks in write(2) until the plugin reads. */
+  char tmp[PATH_MAX], final[PATH_MAX], fd_text[32];
+  snprintf(final, sizeof final, "%s.%d.0.s.pb.gz", prefix, (int)getpid());
+  snprintf(tmp, sizeof tmp, "%s.tmp", final);
+  if (mkfifo(tmp, 0600) != 0) die("mkfifo");
+  int fd = open(tmp, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || fcntl(fd, F_SETPIPE_SZ, 4096) < 0) die("FIFO");
+  snprintf(fd_text, sizeof fd_text, "%d", fd);
+  if (setenv("MPROF_TEST_FIFO_FD", fd_text, 1) != 0 || setenv("MPROF_TEST_FINAL_NAME", final, 1) != 0) die("setenv");
+  watch_init();
+  if (raise(SIGUSR2) != 0) die("raise");     /* the profiler thread starts the dump */
+  if (dlopen(plugin, RTLD_NOW | RTLD_LOCAL) == NULL) die("dlopen");
+  wait_files(".s.pb.gz", 1);                 /* renamed into place: the dump is complete */
+  unlink(final);                             /* the FIFO, under its final name */
+  close(fd);
+  printf("plugin loaded\n");
+  return 0;                                  /* exit: the final profile (MIMALLOC_PROF_FINAL) */
+}
+
+static void *named_malloc_thread(void *arg)
+{
+  (void)arg;
+  prctl(PR_SET_NAME, "mimalloc-prof", 0, 0, 0);
+  return malloc(100);
+}
+
+static int mode_named_malloc(void)
+{
+  pthread_t t;
+  void *p = NULL;
+  if (pthread_create(&t, NULL, named_malloc_thread, NULL) != 0 || pthread_join(t, &p) != 0) die("thread");
+  free(p);
+  printf("not stopped\n");
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) die("usage: pprof_probe MODE ...");
@@ -320,6 +510,11 @@ int main(int argc, char **argv)
   if (strcmp(mode, "load") == 0) return mode_load(argc, argv);
   if (strcmp(mode, "phases") == 0) return mode_phases(argc, argv);
   if (strcmp(mode, "budget") == 0) return mode_budget(argc, argv);
+  if (strcmp(mode, "distinct") == 0) return mode_distinct(argc, argv);
+  if (strcmp(mode, "idle") == 0) return mode_idle(argc, argv);
+  if (strcmp(mode, "own_term") == 0) return mode_own_term(argc, argv);
+  if (strcmp(mode, "forkplugin") == 0) return mode_forkplugin(argc, argv);
+  if (strcmp(mode, "named_malloc") == 0) return mode_named_malloc();
   die("unknown mode");
   return 1;
 }
