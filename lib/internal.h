@@ -59,11 +59,24 @@ void mprof_mi_resolve(void);
 
 /* Locks, in the one global order every path and the atfork handlers take them (a lower rank is taken
  * first; no path takes a lower rank while holding a higher one):
- *   0. dump.c    dump_lock       one dump at a time (a dump then takes 1, 3 and 4 briefly)
+ *  -1. glibc     dl_load_lock, dl_load_write_lock   the dynamic loader's.  dlopen and dlclose hold
+ *                dl_load_lock while constructors and destructors run: any code, which may malloc (and
+ *                be sampled), call mi_prof_*, or fork.  dl_iterate_phdr holds dl_load_write_lock while
+ *                its callback runs (unwinders'; a sampled malloc in one).  dlopen, dlsym, dladdr and
+ *                dl_iterate_phdr take them, and so do backtrace()'s and libunwind's first use.  So no
+ *                profiler lock is ever held while calling any of these: dumps copy the loaded objects
+ *                before taking dump_lock and read names without the loader (objects.c); stacks are
+ *                captured before any profiler lock (unwind.c).
+ *   0. dump.c    dump_lock       one dump at a time, and exit waiting for one being written (a dump
+ *                                then takes 1, 3 and 4 briefly); its holder never waits for a loader lock.
+ *                                fork does not take it (a writer may wait on a pipe the forking thread
+ *                                reads): the child re-initialises it (dump.c).
  *   1. api.c     api_lock        start, stop, reset, stats, observer changes
  *   2. sheap.c   sheap_lock      every allocation and free in the sampled-block heap
  *   3. record.c  shard[i].lock   one shard of the record table, in index order when taking several
  *   4. stacktab.c shard[i].lock  one shard of the stack table, in index order when taking several
+ * fork: glibc runs the atfork prepare handlers (api.c: 1..4 in order, after waiting for unwinders) before
+ * it takes its own fork locks (stdio's list, malloc's); nothing of the profiler uses stdio streams.
  * Profiler memory (pmem.c) and the counters of dropped samples are lock-free atomics. */
 
 /* "options.c" (unwinder values first: MIMALLOC_PROF_UNWIND's row uses them) */
