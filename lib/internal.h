@@ -116,7 +116,8 @@ bool mprof_warn_once_claim(int *flag);
                                   ((size_t)1 << (MPROF_DUMP_ZLIB_MEMLEVEL + 9)) + ((size_t)16 << 10))
 #define MPROF_DUMP_IO_BYTES      ((size_t)16 << 10)
 #define MPROF_DUMP_OBJECTS_BYTES ((size_t)32 << 10)
-#define MPROF_DUMP_FIXED_BYTES   (MPROF_DUMP_ZLIB_BYTES + MPROF_DUMP_IO_BYTES + 2 * MPROF_DUMP_OBJECTS_BYTES + 4 * 4096)
+#define MPROF_DUMP_FIXED_BYTES   (MPROF_DUMP_ZLIB_BYTES + MPROF_DUMP_IO_BYTES + 2 * MPROF_DUMP_OBJECTS_BYTES + \
+                                  4 * (size_t)4096)
 #define MPROF_DUMP_STACK_BYTES   (2 * sizeof(size_t) + 4 * sizeof(uint64_t))   /* sizeof(mprof_snap_stack_t) */
 #define MPROF_DUMP_FRAME_BYTES   (2 * sizeof(uintptr_t) + sizeof(uint64_t))
 
@@ -388,7 +389,8 @@ typedef struct mprof_pprof_meta_s {
 
 const char *mprof_drop_name(mi_prof_drop_reason_t why);   /* "memory", "too_large", ... */
 /* Writes the profile; names are read from objs (dump_lock held: no loader lock is taken).  errno. */
-bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs, const mprof_pprof_meta_t *meta);
+bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs,
+                       const mprof_pprof_meta_t *meta);
 
 /* "dump.c": dumps, the final profile, the leak report */
 void mprof_dump_init(void);

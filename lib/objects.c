@@ -34,6 +34,7 @@
 
 #define BUILD_ID_HEX   130                /* a 64-byte build ID as hex, and its NUL */
 #define NAME_UNSET     UINT64_MAX         /* mprof_objects_name's mark: the pc's object, no symbol yet */
+#define CHUNK_SYMS     (4096 / sizeof(ElfW(Sym)))   /* symbols read per process_vm_readv */
 
 typedef struct walk_s {
   mprof_objects_t *o;
@@ -97,7 +98,8 @@ static void read_dynamic(const struct dl_phdr_info *info, mprof_object_t *ob)
 {
   const ElfW(Dyn) *dyn = NULL;
   for (int i = 0; i < info->dlpi_phnum; i++)
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
   if (dyn == NULL) return;
   uintptr_t base = info->dlpi_addr, symtab = 0, strtab = 0, hash = 0, gnu_hash = 0;
   size_t strsz = 0, syment = 0;
@@ -210,7 +212,8 @@ bool mprof_objects_take(mprof_objects_t *o)
   /* Sorted by start for lookups (insertion sort: glibc's qsort may call malloc; a few hundred segments). */
   for (size_t i = 0; i < o->n_segments; i++) {
     size_t j = i;
-    for (; j > 0 && o->segment[o->by_start[j - 1]].start > o->segment[i].start; j--) o->by_start[j] = o->by_start[j - 1];
+    for (; j > 0 && o->segment[o->by_start[j - 1]].start > o->segment[i].start; j--)
+      o->by_start[j] = o->by_start[j - 1];
     o->by_start[j] = (uint32_t)i;
   }
   return true;
@@ -300,12 +303,12 @@ void mprof_objects_name(const mprof_objects_t *o, const uintptr_t *pcs, size_t n
 {
   memset(names, 0, n * sizeof *names);
   if (offsets != NULL) memset(offsets, 0, n * sizeof *offsets);
-  ElfW(Sym) chunk[4096 / sizeof(ElfW(Sym))];
+  ElfW(Sym) chunk[CHUNK_SYMS];
   for (size_t k = 0; k < o->n_objects; k++) {
     const mprof_object_t *ob = &o->object[k];
     if (ob->symtab == 0 || !mark_object(o, ob, pcs, n, names, offsets, false)) continue;
     for (uint32_t first = 0; first < ob->nsyms;) {
-      size_t want = ob->nsyms - first < sizeof chunk / sizeof chunk[0] ? ob->nsyms - first : sizeof chunk / sizeof chunk[0];
+      size_t want = ob->nsyms - first < CHUNK_SYMS ? ob->nsyms - first : CHUNK_SYMS;
       size_t got = peek(chunk, ob->symtab + (uintptr_t)first * sizeof(ElfW(Sym)), want * sizeof(ElfW(Sym))) /
                    sizeof(ElfW(Sym));
       for (size_t j = 0; j < got; j++) name_from(&chunk[j], ob, pcs, n, names);

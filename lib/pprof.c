@@ -381,7 +381,8 @@ static size_t distinct_pcs(const mprof_snapshot_t *snap, uintptr_t *pcs)
   return u;
 }
 
-bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs, const mprof_pprof_meta_t *meta)
+bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs,
+                       const mprof_pprof_meta_t *meta)
 {
   size_t frames = 0;
   for (size_t i = 0; i < snap->n; i++) frames += snap->stack[i].depth;

@@ -45,7 +45,10 @@ static void *boot_alloc(size_t size)
   return boot + at;
 }
 
-static int in_boot(const void *p) { return (const unsigned char *)p >= boot && (const unsigned char *)p < boot + sizeof boot; }
+static int in_boot(const void *p)
+{
+  return (const unsigned char *)p >= boot && (const unsigned char *)p < boot + sizeof boot;
+}
 
 static void resolve(void)
 {

@@ -38,7 +38,7 @@
  * resulting "s" file is closed.  Dump
  * requests of every trigger go to the one profiler thread, which serves them in order; the
  * interval and peak requests of earlier steps were written before their malloc returned, and raise()
- * delivers the signal (whose handler writes the request) before it returns.  So when the "s" file is
+ * delivers the signal (whose handler posts the request) before it returns.  So when the "s" file is
  * closed, every file requested before the barrier is complete: no sleeping, no polling.
  */
 #define _GNU_SOURCE

@@ -464,7 +464,8 @@ START_TEST(dump_budget_full_final)
   profile_free(p);
 
   char head[160];
-  snprintf(head, sizeof head, "mimalloc-prof: leak report: about %" PRIu64 " bytes in ", probe_value(&r, "inuse_bytes"));
+  snprintf(head, sizeof head, "mimalloc-prof: leak report: about %" PRIu64 " bytes in ",
+           probe_value(&r, "inuse_bytes"));
   const char *report = strstr(r.err, head);
   ck_assert_msg(report != NULL, "no leak report with the in-use total; stderr:\n%s", r.err);
   char live_text[64];

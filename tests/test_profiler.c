@@ -143,7 +143,8 @@ START_TEST(profiler_never_mallocs)
 {
   char preload[PATH_MAX];
   set_var(preload, sizeof preload, "LD_PRELOAD", probe_getenv("MPROF_TEST_NOMALLOC_SHIM"));
-  probe_run_t control = run_watched((const char *const[]){preload, NULL}, (const char *const[]){"named_malloc", NULL});
+  probe_run_t control =
+    run_watched((const char *const[]){preload, NULL}, (const char *const[]){"named_malloc", NULL});
   assert_killed_by(&control, SIGABRT);
   ck_assert_msg(strstr(control.err, "nomalloc_shim: malloc called on the profiler thread") != NULL, "stderr:\n%s",
                 control.err);
@@ -185,8 +186,8 @@ START_TEST(profiler_final_signals)
     const char *dir = tmp_dir_make();
     char prefix[PATH_MAX];
     prefix_var(prefix, sizeof prefix, dir);
-    const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536", "MIMALLOC_PROF_FINAL_SIGNALS=TERM,INT,HUP",
-                          "MIMALLOC_PROF_LEAK=1", prefix, NULL};
+    const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536",
+                          "MIMALLOC_PROF_FINAL_SIGNALS=TERM,INT,HUP", "MIMALLOC_PROF_LEAK=1", prefix, NULL};
     probe_child_t c = start_watched(vars, (const char *const[]){"load", "2", "forever", NULL});
     wait_ready(&c);
     ck_assert_int_eq(kill(c.pid, sigs[k]), 0);

@@ -61,7 +61,8 @@ static int mode_dropped(const char *path)
     stacks[r].counts.alloc_objects = stacks[r].counts.inuse_objects = r + 1;
     stacks[r].counts.alloc_bytes = stacks[r].counts.inuse_bytes = (r + 1) * 1000;
   }
-  mprof_snapshot_t snap = {.stack = stacks, .n = MI_PROF_DROP_REASONS + SPECIAL, .cap = MI_PROF_DROP_REASONS + SPECIAL};
+  enum { N = MI_PROF_DROP_REASONS + SPECIAL };
+  mprof_snapshot_t snap = {.stack = stacks, .n = N, .cap = N};
   snap.totals.live = snap.n;
   mprof_objects_t objs;
   if (!mprof_objects_take(&objs)) die("mprof_objects_take");
@@ -95,7 +96,8 @@ static int mode_bound(size_t n, size_t depth, const char *path)
   write_profile(path, &snap, &objs);
   size_t peak = mprof_pmem_temp_peak();
   printf("temp_peak %zu\nobjects_bytes %zu\npeak_before %zu\n", peak, objs.bytes, before);
-  printf("reserve %zu\n", (size_t)(MPROF_DUMP_FIXED_BYTES + n * MPROF_DUMP_STACK_BYTES + n * depth * MPROF_DUMP_FRAME_BYTES));
+  printf("reserve %zu\n",
+         (size_t)(MPROF_DUMP_FIXED_BYTES + n * MPROF_DUMP_STACK_BYTES + n * depth * MPROF_DUMP_FRAME_BYTES));
   mprof_pmem_unmap_temp(stacks, bytes);
   mprof_objects_release(&objs);
   return 0;
