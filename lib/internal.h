@@ -106,10 +106,11 @@ bool mprof_warn_once_claim(int *flag);
  * ((1 << 16) + (1 << 15) bytes by zlib.h's formula, plus 16 KiB for its state; against windowBits 15 and
  * memLevel 8 it saves 160 KiB for profiles 2% larger at most, measured on python3's), pprof.c's staging
  * and output buffers, two copies of the loaded-object list (two dumps may prepare at once; a list of up
- * to MPROF_DUMP_OBJECTS_BYTES, about 150 objects, is covered) and the page rounding of the dump's four
- * other mappings.  Per stack: its snapshot entry (snapshot.c).  Per frame: the snapshot's copy, and
- * pprof.c's sorted distinct return addresses and their names (one word each).  The leak report and a
- * visit need less (a snapshot). */
+ * to MPROF_DUMP_OBJECTS_BYTES, about 150 objects, is covered), the page rounding of the dump's four
+ * other mappings, and the "dropped (reason)" stacks, which live outside the stack table (128 bytes each
+ * cover a one-frame stack's share).  Per stack: its snapshot entry (snapshot.c).  Per frame: the
+ * snapshot's copy, and pprof.c's sorted distinct return addresses and their names (one word each).  The
+ * leak report and a visit need less (a snapshot). */
 #define MPROF_DUMP_ZLIB_WBITS    14
 #define MPROF_DUMP_ZLIB_MEMLEVEL 6
 #define MPROF_DUMP_ZLIB_BYTES    (((size_t)1 << (MPROF_DUMP_ZLIB_WBITS + 2)) + \
@@ -117,7 +118,7 @@ bool mprof_warn_once_claim(int *flag);
 #define MPROF_DUMP_IO_BYTES      ((size_t)16 << 10)
 #define MPROF_DUMP_OBJECTS_BYTES ((size_t)32 << 10)
 #define MPROF_DUMP_FIXED_BYTES   (MPROF_DUMP_ZLIB_BYTES + MPROF_DUMP_IO_BYTES + 2 * MPROF_DUMP_OBJECTS_BYTES + \
-                                  4 * (size_t)4096)
+                                  4 * (size_t)4096 + MI_PROF_DROP_REASONS * (size_t)128)
 #define MPROF_DUMP_STACK_BYTES   (2 * sizeof(size_t) + 4 * sizeof(uint64_t))   /* sizeof(mprof_snap_stack_t) */
 #define MPROF_DUMP_FRAME_BYTES   (2 * sizeof(uintptr_t) + sizeof(uint64_t))
 

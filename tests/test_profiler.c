@@ -59,7 +59,7 @@ static void assert_killed_by(const probe_run_t *r, int sig)
 --------------------------------------------------------------------------------------------------- */
 
 typedef struct threads_s {
-  unsigned total, profiler, sheap;           /* all threads; named mimalloc-prof; named mprof-sheap */
+  unsigned total, profiler;                  /* all threads; named mimalloc-prof */
   uint64_t profiler_blocked;                 /* the profiler thread's SigBlk */
 } threads_t;
 
@@ -93,7 +93,6 @@ static threads_t threads_of(pid_t pid)
     proc_status(path, comm, sizeof comm, "SigBlk:", &blocked);
     t.total++;
     if (strcmp(comm, "mimalloc-prof") == 0) t.profiler++, t.profiler_blocked = blocked;
-    if (strcmp(comm, "mprof-sheap") == 0) t.sheap++;
   }
   closedir(d);
   return t;
@@ -102,7 +101,7 @@ static threads_t threads_of(pid_t pid)
 static uint64_t bit(int sig) { return (uint64_t)1 << (sig - 1); }
 
 /* A program with a session, a final profile and a leak report but no trigger that needs the thread stays
- * single-threaded (the sampled-block heap's own thread aside, until sheap.c no longer has one).  With
+ * single-threaded.  With
  * MIMALLOC_PROF_SIGNAL alone (no session) there is exactly one more thread, the profiler's, named
  * mimalloc-prof, with the program's signals blocked (glibc keeps its two internal ones). */
 START_TEST(profiler_thread_only_when_needed)
@@ -115,7 +114,7 @@ START_TEST(profiler_thread_only_when_needed)
   probe_run_t r = probe_finish(&c);
   probe_assert_exit0(&r, NULL);
   ck_assert_uint_eq(t.profiler, 0);
-  ck_assert_uint_eq(t.total, 1 + t.sheap);
+  ck_assert_uint_eq(t.total, 1);
   probe_run_free(&r);
 
   const char *signal_only[] = {"MIMALLOC_PROF_SIGNAL=USR2", NULL};
