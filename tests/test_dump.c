@@ -431,8 +431,9 @@ END_TEST
  * blocks through 50000 distinct stacks kept live, MIMALLOC_PROF_FINAL=1 and MIMALLOC_PROF_LEAK=1.  The
  * tables fill the budget (samples dropped for memory), yet the final profile comes out complete: its sums
  * are the stats the probe printed right before exit (nothing is allocated in between), every recorded
- * stack is a sample, its comment counts the drops; then the leak report, with the same in-use total.  The
- * only warning line is the first drop's. */
+ * stack is a sample, the dropped samples are counted under "[mimalloc-prof: dropped (memory)]", its
+ * comment counts the drops; then the leak report, with the same in-use total.  The only warning line is
+ * the first drop's. */
 START_TEST(dump_budget_full_final)
 {
   const char *dir = tmp_dir_make();
@@ -461,6 +462,8 @@ START_TEST(dump_budget_full_final)
   ck_assert_uint_ge(p->n_sample, live / 2);      /* the probe's own start-up blocks share stacks; the walks' do not */
   ck_assert_uint_eq(comment_number(p, "dropped samples:", "memory"), dropped);
   ck_assert_uint_eq(comment_number(p, "samples=", "live"), live);
+  /* The samples dropped for memory keep their weight, under their own location (one object each). */
+  ck_assert_uint_eq((uint64_t)leaf_total(p, DROPPED_PREFIX "memory)]", V_ALLOC_OBJECTS), dropped);
   profile_free(p);
 
   char head[160];
