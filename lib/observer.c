@@ -49,16 +49,16 @@ static const char *const drop_text[MI_PROF_DROP_REASONS] = {
                             "MIMALLOC_PROF_ARENA_SIZE, ulimit -v; or its thread); profiling cannot start",
   [MI_PROF_DROP_UNWIND] = "stack could not be captured",
   [MI_PROF_DROP_STACKS] = "stack table full",
-  [MI_PROF_DROP_FORK] = "sampled while another thread was forking",
+  [MI_PROF_DROP_FORK] = "in a fork child whose parent was unwinding on another thread when it forked",
   [MI_PROF_DROP_ARENA_FULL] = "the sampled-block arena is full",
 };
 
 void mprof_drop(mi_prof_drop_reason_t why)
 {
   __atomic_fetch_add(&dropped[why], 1, __ATOMIC_RELAXED);
-  if (mprof_unlikely(mprof_warn_once_claim(&drop_said[why])))
-    mprof_warn("dropping samples: %s (the program's allocations are unaffected; counts in mi_prof_stats)",
-               drop_text[why]);
+  if (mprof_unlikely(mprof_warn_once_claim(&drop_said[why])))   /* on the sampling path: no vsnprintf */
+    mprof_warn_strs("dropping samples: ", drop_text[why],
+                    " (the program's allocations are unaffected; counts in mi_prof_stats)", (char *)NULL);
 }
 
 void mprof_drops_read(uint64_t out[MI_PROF_DROP_REASONS])
