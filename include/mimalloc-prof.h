@@ -112,7 +112,7 @@ typedef enum mi_prof_drop_reason_e {
   MI_PROF_DROP_NO_ARENA,    /* no address space could be reserved for sampled blocks */
   MI_PROF_DROP_UNWIND,      /* the stack could not be captured */
   MI_PROF_DROP_STACKS,      /* the stack table is full */
-  MI_PROF_DROP_FORK,        /* sampled while another thread was forking: no stack could be taken */
+  MI_PROF_DROP_FORK,        /* in a fork child whose parent had another thread inside the unwinder */
   MI_PROF_DROP_ARENA_FULL,  /* the sampled-block arena has no room for the block now */
   MI_PROF_DROP_REASONS = 8  /* size of the dropped[] array */
 } mi_prof_drop_reason_t;

@@ -45,7 +45,10 @@ static bool start(size_t sample_rate, uint64_t seed)
   if (in_callback()) return fail(EDEADLK);
   uint64_t rate = sample_rate != 0 ? sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE);
   if (rate < 1 || rate > ((uint64_t)1 << 40)) return fail(EINVAL);
-  size_t countdown = api_enter();                /* what priming the unwinder allocates is not sampled */
+  size_t countdown = mprof_guard_enter();        /* what loading the unwinder allocates is not sampled */
+  mprof_unwind_prime();                          /* may take the loader locks: before api_lock */
+  mprof_guard_leave(countdown);
+  countdown = api_enter();
   if (running) {
     api_leave(countdown);
     return fail(EALREADY);
@@ -55,7 +58,6 @@ static bool start(size_t sample_rate, uint64_t seed)
     api_leave(countdown);
     return fail(ENOMEM);
   }
-  mprof_unwind_prime();
   session_id++;
   mprof_record_begin((session_id << 1) | 1);     /* fresh counters and stacks, this session only */
   mprof_drops_reset();
@@ -173,7 +175,7 @@ bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free
 
 static void prefork(void)
 {
-  mprof_unwind_prefork();              /* no unwinder's own locks held across the fork */
+  mprof_unwind_prefork();              /* never waits (see unwind.c) */
   pthread_mutex_lock(&api_lock);
   mprof_sheap_prefork();
   mprof_record_lock_all();
@@ -186,7 +188,6 @@ static void postfork_parent(void)
   mprof_record_unlock_all();
   mprof_sheap_postfork();
   pthread_mutex_unlock(&api_lock);
-  mprof_unwind_postfork();
 }
 
 static void postfork_child(void)
@@ -196,7 +197,7 @@ static void postfork_child(void)
   mprof_record_unlock_all();
   mprof_sheap_postfork();
   pthread_mutex_unlock(&api_lock);
-  mprof_unwind_postfork();
+  mprof_unwind_postfork_child();
   mprof_dump_postfork_child();
 }
 

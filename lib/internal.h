@@ -59,14 +59,16 @@ void mprof_mi_resolve(void);
 
 /* Locks, in the one global order every path and the atfork handlers take them (a lower rank is taken
  * first; no path takes a lower rank while holding a higher one):
- *  -1. glibc     dl_load_lock, dl_load_write_lock   the dynamic loader's.  dlopen and dlclose hold
- *                dl_load_lock while constructors and destructors run: any code, which may malloc (and
- *                be sampled), call mi_prof_*, or fork.  dl_iterate_phdr holds dl_load_write_lock while
- *                its callback runs (unwinders'; a sampled malloc in one).  dlopen, dlsym, dladdr and
- *                dl_iterate_phdr take them, and so do backtrace()'s and libunwind's first use.  So no
- *                profiler lock is ever held while calling any of these: dumps copy the loaded objects
- *                before taking dump_lock and read names without the loader (objects.c); stacks are
- *                captured before any profiler lock (unwind.c).
+ *  -1. glibc     dl_load_lock, dl_load_write_lock   the dynamic loader's, and the locks libunwind and
+ *                libgcc take inside them.  dlopen and dlclose hold dl_load_lock while constructors and
+ *                destructors run: any code, which may malloc (and be sampled), call mi_prof_*, or fork.
+ *                dl_iterate_phdr holds dl_load_write_lock while its callback runs (unwinders'; a sampled
+ *                malloc in one).  dlopen, dlsym, dladdr, dl_iterate_phdr, the unwinders' first calls
+ *                (mprof_unwind_prime) and pthread_create take them.  So no profiler lock is ever held
+ *                while calling any of these, and nothing waits for a thread that may be waiting for them:
+ *                stacks are captured before any profiler lock (unwind.c); priming is never waited for and
+ *                the fork handlers do not wait for unwinds; dumps copy the loaded objects before taking
+ *                dump_lock and read names without the loader (objects.c).
  *   0. dump.c    dump_lock       one dump at a time, and exit waiting for one being written (a dump
  *                                then takes 1, 3 and 4 briefly); its holder never waits for a loader lock.
  *                                fork does not take it (a writer may wait on a pipe the forking thread
@@ -97,6 +99,7 @@ const char *mprof_option_str(mprof_option_t id);
 
 /* "warn.c" */
 void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mprof_warn_strs(const char *s, ...) __attribute__((sentinel));   /* no formatting: small stacks */
 bool mprof_warn_once_claim(int *flag);
 
 /* "pmem.c": profiler memory, raw mmap under the MIMALLOC_PROF_MAX_BYTES budget.
@@ -402,6 +405,7 @@ void mprof_dump_final(void);                   /* the final profile and leak rep
 bool mprof_dump_leak_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs);
 void mprof_dump_postfork_child(void);
 
+<<<<<<< HEAD
 /* "profiler.c": the profiler thread and the triggers that wake it */
 bool mprof_profiler_init(void);                /* at load: starts the thread if a trigger needs it */
 void mprof_profiler_session_begin(uint64_t rate);
@@ -412,14 +416,25 @@ void mprof_profiler_reraise(void);             /* re-raises it (after the final 
 void mprof_profiler_postfork_child(void);
 
 /* "unwind.c": stack capture */
+=======
+/* "unwind.c": stack capture.  mprof_unwind_room() then mprof_unwind(), once each per sample, on the
+ * sampling thread with the guard up and no profiler lock held; both are async-signal-safe (a sample may
+ * be taken in a signal handler that allocates) except on a thread's first sample, which looks up its
+ * stack with pthread_getattr_np (and reads /proc on the main thread, when the library was not loaded
+ * there).  mprof_unwind_prime() may take the loader locks (rank -1): never call it holding a lock. */
+>>>>>>> 254b3e9 (unwind: no waiting on the loader or at fork, a stack budget, and an fp walk that reads only mapped memory)
 #define MPROF_BT_MAX_CAP    256        /* MIMALLOC_PROF_BT_MAX's upper bound */
 #define MPROF_UNWIND_SLACK  16         /* extra room mprof_unwind needs in `frames` beyond `max` */
 void             mprof_unwind_init(void);
-void             mprof_unwind_prime(void);
-size_t           mprof_unwind(uintptr_t *frames, size_t max);   /* frames: max + MPROF_UNWIND_SLACK */
+void             mprof_unwind_prime(void);       /* loads the unwinder; returns at once if another thread does */
+bool             mprof_unwind_room(size_t max);  /* enough stack left here to unwind `max` frames */
+/* Fills frames (max + MPROF_UNWIND_SLACK slots) with at most max return addresses, innermost first; 0
+ * with *why = MI_PROF_DROP_UNWIND (no frame, or the unwinder is still being loaded) or MI_PROF_DROP_FORK
+ * (a fork child where the unwinder's lock may be held by a thread that is gone). */
+size_t           mprof_unwind(uintptr_t *frames, size_t max, mi_prof_drop_reason_t *why);
 mprof_unwinder_t mprof_unwind_current(void);
-void             mprof_unwind_prefork(void);     /* waits until no thread is unwinding */
-void             mprof_unwind_postfork(void);
+void             mprof_unwind_prefork(void);        /* notes whether the parent has other threads */
+void             mprof_unwind_postfork_child(void); /* what the child may still call; nothing waits */
 const char      *mprof_unwind_name(mprof_unwinder_t u);
 
 /* "observer.c": the sample/free callbacks and the dropped-sample counters */

@@ -167,13 +167,15 @@ static uint32_t thread_id(mprof_tls_t *t)
 static MPROF_NOINLINE uint64_t sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why)
 {
   size_t max = (size_t)mprof_option(MPROF_OPT_BT_MAX);     /* 1..MPROF_BT_MAX_CAP */
-  uintptr_t frames[max + MPROF_UNWIND_SLACK];                 /* 640 bytes at the default: small stacks */
-  size_t depth = mprof_unwind(frames, max);
   *why = MI_PROF_DROP_UNWIND;
-  if (mprof_likely(depth != 0)) {
-    uint64_t id = mprof_stack_intern(frames, depth, t->session, why);
-    if (id != 0) *why = MI_PROF_DROP_REASONS;
-    if (id != 0 || *why == MI_PROF_DROP_REASONS) return id;
+  if (mprof_likely(mprof_unwind_room(max))) {                 /* before frames[]: a small stack may end */
+    uintptr_t frames[max + MPROF_UNWIND_SLACK];               /* 640 bytes at the default */
+    size_t depth = mprof_unwind(frames, max, why);
+    if (mprof_likely(depth != 0)) {
+      uint64_t id = mprof_stack_intern(frames, depth, t->session, why);
+      if (id != 0) *why = MI_PROF_DROP_REASONS;
+      if (id != 0 || *why == MI_PROF_DROP_REASONS) return id;
+    }
   }
   return mprof_stack_dropped(*why);
 }

@@ -6,26 +6,69 @@
  * leading frames inside the library's executable segments are dropped.
  *
  * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes libunwind when the library was built with it,
- * else libgcc (doc/design.md has the measurements behind that choice).  The frame-pointer walk reads
- * frames inside the thread's stack (bounds cached per thread) directly and any other frame (a coroutine
- * stack) through process_vm_readv, and validates every step: aligned, readable, strictly moving towards
- * the stack's base.
+ * else libgcc (doc/design.md has the measurements behind that choice).  With libunwind, a thread's first
+ * LIBGCC_FIRST samples are unwound by libgcc: libunwind's first unwind on a thread maps and fills a
+ * 256 KiB cache, which a thread that samples a few times never pays back (doc/design.md, "Stacks").
  *
- * fork: the unwinders take locks of their own (libgcc's, libunwind's, the loader's dl_iterate_phdr
- * lock) that a fork child would inherit held if another thread were unwinding at that moment; the
- * child's next sample would then hang.  So the prepare handler raises `fork_pending` and waits until no
- * thread is inside an unwinder; a sample that starts meanwhile is dropped (MI_PROF_DROP_UNWIND).
+ * Loading (the loader locks are rank -1 in internal.h: outermost).  libunwind is dlopen'ed, and glibc's
+ * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process, from
+ * mi_prof_start() before the API lock is taken; no thread ever waits for another's priming (the one that
+ * primes may be waiting for a loader lock held by a thread that is in a constructor and allocating).  A
+ * libunwind or libgcc sample taken before priming is done is dropped (MI_PROF_DROP_UNWIND): calling
+ * backtrace() then would wait, under glibc's once-lock, for the loader lock.
+ *
+ * Stack budget.  A sample runs on whatever stack the allocation runs on: a thread's, an alternate signal
+ * stack (8 KiB is common), a small thread stack.  mprof_unwind_room() lets it unwind only when the stack
+ * left below it covers the unwinder's measured need plus the frame buffer; on an alternate signal stack
+ * it asks sigaltstack(2) (one system call, only when the stack pointer is outside the thread's stack).
+ *
+ * The frame-pointer walk reads only memory proven mapped: the thread's stack from the lowest point it has
+ * been seen to reach up to its base, the alternate signal stack the sample runs on, and the library's own
+ * frames; anything else goes through process_vm_readv(2), which fails on an unmapped address instead of
+ * faulting.  Where that call is refused (ENOSYS under qemu-user, EPERM under a seccomp policy), the walk
+ * stops at the first frame outside those ranges.
+ *
+ * fork.  libunwind takes locks of its own (caches, memory pools; its thread-exit destructor too) and
+ * calls dl_iterate_phdr, whose loader lock glibc does not reset in a fork child; libgcc's unwinder takes
+ * none on glibc 2.35 and later (it finds unwind tables with _dl_find_object), except its object list lock
+ * when frames were registered at run time (JIT compilers).  Nothing waits at fork: the child of a
+ * multi-threaded parent unwinds with libgcc, never libunwind, and a child whose fork found another
+ * thread inside libgcc's unwinder (or priming) records its samples without a stack (MI_PROF_DROP_FORK).
+ * fork() copies the memory at one instant, so the count of such threads that the child inherits says
+ * exactly that.  The fp walk takes no lock and works everywhere.
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
-#include <sched.h>
+#include <signal.h>
+#include <sys/single_threaded.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <dlfcn.h>
+
+#ifndef MPROF_FRAME_POINTERS
+#define MPROF_FRAME_POINTERS 0
+#endif
+
+/* A thread's first samples that libgcc unwinds where libunwind is the unwinder.  libunwind's first unwind
+ * on a thread costs ~72 k instructions and 64 page faults (it maps a 256 KiB cache and writes all of it)
+ * plus an munmap at thread exit; libgcc costs ~15-25 k instructions more than a warm libunwind per sample
+ * (bench/thread_churn.c under callgrind), so the cache pays for itself after roughly eight samples. */
+#define LIBGCC_FIRST 8
+
+/* Stack a sample may use below mprof_unwind_room()'s frame with each unwinder, besides the frame buffer:
+ * the unwinder and what runs after it (interning, the sampled-block heap, the record).  Measured with
+ * tests/unwind_probe ("stackuse", x86-64: about 0.5, 2.0 and 5.3 KiB below malloc's caller, the first
+ * sample on a thread included) and rounded up by a third or more: doc/design.md, "Stacks". */
+#define NEED_FP        1024
+#define NEED_LIBGCC    3072
+#define NEED_LIBUNWIND 7168
+
+#define PAGE_FLOOR(x) ((x) & ~(uintptr_t)4095)   /* a page of at least 4 KiB holds x */
 
 #if HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -41,32 +84,55 @@ static unw_backtrace_fn *libunwind_backtrace;
 
 static bool load_libunwind(void)
 {
-  if (libunwind_backtrace != NULL) return true;
   void *h = dlopen(MPROF_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (h != NULL) libunwind_backtrace = (unw_backtrace_fn *)dlsym(h, MPROF_STR(unw_backtrace));
   return libunwind_backtrace != NULL;
 }
 #endif
 
-static mprof_unwinder_t unwinder = MPROF_UNWIND_LIBGCC;
-static uintptr_t self_lo, self_hi; /* the library's executable segments (DSO build) */
+static mprof_unwinder_t unwinder = MPROF_UNWIND_LIBGCC;   /* atomic: priming may change it to libgcc */
+static uintptr_t self_lo, self_hi;                        /* the library's executable segments (DSO build) */
+static uintptr_t libc_lo, libc_hi;                        /* the C library's (pthread_getattr_np's) */
 
-typedef struct stack_bounds_s {
-  uintptr_t lo, hi;               /* [lo, hi): this thread's stack; hi == 0: not known yet */
-} stack_bounds_t;
+enum { PRIME_NOT, PRIME_BUSY, PRIME_DONE };
+static int prime_state;            /* atomic; DONE (release) after the unwinders are loaded */
+static unsigned libgcc_inside;     /* threads inside libgcc's unwinder or priming now (atomic) */
+static bool fork_multithreaded;    /* the parent had other threads at the last fork (prepare handler) */
+static bool child_libgcc_only;     /* a fork child where libunwind's locks may be held: never call it */
+static bool child_no_dwarf;        /* a fork child where libgcc's lock may be held: no dwarf unwinding */
+static int vm_readv_refused;       /* process_vm_readv gave ENOSYS or EPERM (atomic) */
 
-static __thread stack_bounds_t stack_bounds __attribute__((tls_model("initial-exec")));
+typedef struct thread_stack_s {
+  uintptr_t lo, hi;                /* [lo, hi): this thread's stack; hi == 0: not looked up yet */
+  uintptr_t mapped_lo;             /* [mapped_lo, hi) is proven mapped (see stack_lookup) */
+  uintptr_t alt_lo, alt_hi;        /* the alternate signal stack the current sample runs on; else 0, 0 */
+  size_t    left;                  /* stack left below mprof_unwind_room() in this sample (SIZE_MAX: unknown) */
+  uint32_t  dwarf_samples;         /* samples unwound with libgcc or libunwind, counted up to LIBGCC_FIRST */
+  uint32_t  inside;                /* INSIDE_*: in an unwinder now (a signal handler may fork there) */
+} thread_stack_t;                  /* 56 bytes of static TLS */
+
+#define INSIDE_LIBGCC    1u        /* libgcc's unwinder or priming (counted in libgcc_inside) */
+#define INSIDE_LIBUNWIND 2u
+
+static __thread thread_stack_t tstack __attribute__((tls_model("initial-exec")));
 
 static inline bool in_self(uintptr_t pc) { return pc - self_lo < self_hi - self_lo; }
+static inline bool in_span(uintptr_t at, uintptr_t lo, uintptr_t hi) { return at - lo < hi - lo; }
 
 /* ---------------------------------------------------------------------------------------------------
-   Where the library's code is
+   Where the library's code is; the unwinder
 --------------------------------------------------------------------------------------------------- */
 
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+typedef struct code_range_s {
+  uintptr_t probe;                 /* an address in the object wanted */
+  uintptr_t lo, hi;                /* its executable segments, 0 and 0 when not a shared object */
+} code_range_t;
+
+static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void)size;
-  uintptr_t probe = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
+  code_range_t *r = arg;
+  uintptr_t probe = r->probe, lo = UINTPTR_MAX, hi = 0;
   bool mine = false;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -80,8 +146,8 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
   /* In a static link the library's code is the program's: then nothing can be told apart by
    * address, and no frame is skipped (drop_frames in the profile still hides the entry points). */
   if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0') return 1;
-  self_lo = lo;
-  self_hi = hi;
+  r->lo = lo;
+  r->hi = hi;
   return 1;
 }
 
@@ -90,10 +156,21 @@ static const char *const unwinder_name[] = {
 
 const char *mprof_unwind_name(mprof_unwinder_t u) { return unwinder_name[u]; }
 
-/* At load: where our code is, and which unwinder MIMALLOC_PROF_UNWIND asks for. */
+mprof_unwinder_t mprof_unwind_current(void) { return __atomic_load_n(&unwinder, __ATOMIC_RELAXED); }
+
+static void stack_lookup(thread_stack_t *s);
+
+/* At load (from the constructor, before any session): where our code is, which unwinder
+ * MIMALLOC_PROF_UNWIND asks for, and the loading thread's stack (the main thread's, when the library is
+ * loaded with the program: its lookup reads /proc and allocates, which is better done now than inside a
+ * sample). */
 void mprof_unwind_init(void)
 {
-  dl_iterate_phdr(find_self, (void *)(uintptr_t)&mprof_unwind_init);
+  code_range_t self = {(uintptr_t)&mprof_unwind_init, 0, 0}, libc = {(uintptr_t)&pthread_getattr_np, 0, 0};
+  dl_iterate_phdr(find_code, &self);
+  dl_iterate_phdr(find_code, &libc);
+  self_lo = self.lo, self_hi = self.hi;
+  libc_lo = libc.lo, libc_hi = libc.hi;
   uint64_t want = mprof_option(MPROF_OPT_UNWIND);
 #if !HAVE_LIBUNWIND
   if (want == MPROF_UNWIND_LIBUNWIND) {
@@ -102,72 +179,176 @@ void mprof_unwind_init(void)
   }
 #endif
   if (want == MPROF_UNWIND_AUTO) want = HAVE_LIBUNWIND ? MPROF_UNWIND_LIBUNWIND : MPROF_UNWIND_LIBGCC;
-  unwinder = (mprof_unwinder_t)want;
+  __atomic_store_n(&unwinder, (mprof_unwinder_t)want, __ATOMIC_RELAXED);
+  stack_lookup(&tstack);
 }
 
-mprof_unwinder_t mprof_unwind_current(void) { return unwinder; }
-
-/* Before the first sample (under api_lock, guard up): load libunwind; libgcc's unwinder loads itself
- * (and allocates) on first use, so call it once. */
+/* From mi_prof_start, before it takes any lock (its caller raised the guard: what the loader allocates is
+ * not sampled).  The first caller loads libunwind and primes libgcc (glibc's backtrace() dlopens it and
+ * allocates on its first call; libgcc also serves a thread's first samples and fork children); every
+ * other caller returns at once, whether or not that is finished (see the top of this file).  Priming
+ * counts as being inside libgcc for a fork child (its dlopen may hold the loader's write lock). */
 void mprof_unwind_prime(void)
 {
+  if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_FP) return;
+  int expected = PRIME_NOT;
+  if (!__atomic_compare_exchange_n(&prime_state, &expected, PRIME_BUSY, false, __ATOMIC_ACQUIRE,
+                                   __ATOMIC_RELAXED))
+    return;
+  thread_stack_t *s = &tstack;
   void *frames[4];
+  s->inside |= INSIDE_LIBGCC;
+  __atomic_add_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
 #if HAVE_LIBUNWIND
-  if (unwinder == MPROF_UNWIND_LIBUNWIND && !load_libunwind()) {
-    mprof_warn("cannot load %s (%s); unwinding with libgcc", MPROF_LIBUNWIND_SONAME, dlerror());
-    unwinder = MPROF_UNWIND_LIBGCC;
+  if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_LIBUNWIND) {
+    if (load_libunwind()) {
+      (void)libunwind_backtrace(frames, 4);   /* its one-time set-up, here rather than in a sample */
+    } else {
+      mprof_warn("cannot load %s (%s); unwinding with libgcc", MPROF_LIBUNWIND_SONAME, dlerror());
+      __atomic_store_n(&unwinder, MPROF_UNWIND_LIBGCC, __ATOMIC_RELAXED);
+    }
   }
 #endif
-  if (unwinder == MPROF_UNWIND_LIBGCC) (void)backtrace(frames, 4);
+  (void)backtrace(frames, 4);
+  __atomic_sub_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
+  s->inside &= ~INSIDE_LIBGCC;
+  __atomic_store_n(&prime_state, PRIME_DONE, __ATOMIC_RELEASE);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The thread's stack and the stack budget
+--------------------------------------------------------------------------------------------------- */
+
+/* Looks up this thread's stack, once per thread.  A thread created by pthread has all of [lo, hi)
+ * mapped (the guard page lies below lo).  The main thread's stack is mapped only as far down as it has
+ * grown, and pthread_getattr_np() reports its limit instead (with `ulimit -s unlimited`, all the way down
+ * to the previous mapping, across the kernel's guard gap): proven mapped there is the page of the stack
+ * pointer and everything above it (the kernel never shrinks a stack), extended as samples see it deeper.
+ * The lookup allocates (the guard is up: unsampled) and, on the main thread, reads /proc. */
+static void stack_lookup(thread_stack_t *s)
+{
+  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+      s->lo = (uintptr_t)addr;
+      s->hi = (uintptr_t)addr + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
+  if (s->hi == 0) {                /* unknown: an empty range, looked up all the same */
+    s->lo = s->hi = s->mapped_lo = 1;
+    return;
+  }
+  if (getpid() != gettid()) s->mapped_lo = s->lo;
+  else s->mapped_lo = in_span(here, s->lo, s->hi) ? PAGE_FLOOR(here) : s->hi;
+}
+
+/* True when the C library itself made the allocation being sampled.  pthread_getattr_np() allocates
+ * while it holds the thread's descriptor lock (a CPU set, an attribute extension; /proc's FILE on the
+ * main thread), so a lookup of ours from inside it would wait for that lock forever (found by
+ * tests/unwind_probe "tinystack"; Rust's std calls it whenever a thread starts): the lookup waits for an
+ * allocation of the program's own.  The caller is the first return address past the library's frames,
+ * which keep frame pointers; without them we cannot tell, and say yes (no lookup but the main thread's,
+ * at load). */
+static bool libc_allocating(void)
+{
+#if MPROF_FRAME_POINTERS
+  const uintptr_t *fp = (const uintptr_t *)__builtin_frame_address(0);
+  for (int i = 0; i < 16; i++) {
+    uintptr_t ret = fp[1];
+    if (!in_self(ret)) return in_span(ret, libc_lo, libc_hi);
+    fp = (const uintptr_t *)fp[0];
+  }
+  return false;
+#else
+  return true;
+#endif
+}
+
+/* This sample's stack: the thread's (deepest point noted), else the alternate signal stack it runs on
+ * (bounds kept for this sample's fp walk, which clears them), else one we know nothing about (a
+ * makecontext() stack).  The bytes left below `sp`, or SIZE_MAX when unknown. */
+static size_t stack_left(thread_stack_t *s, uintptr_t sp)
+{
+  s->alt_lo = s->alt_hi = 0;
+  if (mprof_unlikely(s->hi == 0)) {
+    if (libc_allocating()) return SIZE_MAX;    /* not looked up yet: unknown for this sample */
+    stack_lookup(s);
+  }
+  if (mprof_likely(in_span(sp, s->lo, s->hi))) {
+    if (sp < s->mapped_lo) s->mapped_lo = PAGE_FLOOR(sp);
+    return sp - s->lo;
+  }
+  stack_t ss;
+  if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
+      in_span(sp, (uintptr_t)ss.ss_sp, (uintptr_t)ss.ss_sp + ss.ss_size)) {
+    s->alt_lo = PAGE_FLOOR(sp);    /* the page we run on and the rest of the stack above it */
+    s->alt_hi = (uintptr_t)ss.ss_sp + ss.ss_size;
+    return sp - (uintptr_t)ss.ss_sp;
+  }
+  return SIZE_MAX;
+}
+
+/* Stack needed to unwind max frames with an unwinder whose own need is `base` (see NEED_*). */
+static inline bool fits(const thread_stack_t *s, size_t base, size_t max)
+{
+  return s->left >= base + (max + MPROF_UNWIND_SLACK) * sizeof(uintptr_t);
+}
+
+/* Where libunwind would not fit, libgcc (which gives the same stack with less) is asked instead. */
+MPROF_NOINLINE bool mprof_unwind_room(size_t max)
+{
+  thread_stack_t *s = &tstack;
+  s->left = stack_left(s, (uintptr_t)__builtin_frame_address(0));
+  if (fits(s, __atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_FP ? NEED_FP : NEED_LIBGCC, max))
+    return true;
+  s->alt_lo = s->alt_hi = 0;
+  return false;
 }
 
 /* ---------------------------------------------------------------------------------------------------
    Frame pointers
 --------------------------------------------------------------------------------------------------- */
 
-/* This thread's stack bounds, looked up once per thread (pthread_getattr_np reads /proc and allocates
- * on the main thread: the guard is up, so those allocations are not sampled). */
-static const stack_bounds_t *thread_stack(void)
+/* Reads a frame record (saved frame pointer, return address) that lies outside the memory proven mapped:
+ * on a coroutine or fiber stack (makecontext, swapcontext) whose extent we do not know, or a junk frame
+ * pointer.  The kernel checks the address for us (EFAULT for an unmapped or unreadable page), so a stale
+ * frame pointer ends the walk but never faults it.  Where the call is refused (ENOSYS, EPERM), that is
+ * remembered and the walk ends there from then on. */
+/* A frame record (16 bytes on 64-bit) lies inside [lo, hi).  No `at + 16 <= hi`: junk near 2^64 wraps. */
+static inline bool record_in(uintptr_t at, uintptr_t lo, uintptr_t hi)
 {
-  stack_bounds_t *b = &stack_bounds;
-  if (mprof_likely(b->hi != 0)) return b;
-  pthread_attr_t attr;
-  void *addr;
-  size_t size;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-      b->lo = (uintptr_t)addr;
-      b->hi = (uintptr_t)addr + size;
-    }
-    pthread_attr_destroy(&attr);
-  }
-  if (b->hi == 0) {                /* unknown: allow 1 MiB above the current frame */
-    b->lo = (uintptr_t)__builtin_frame_address(0);
-    b->hi = b->lo + ((uintptr_t)1 << 20);
-  }
-  return b;
+  return hi - lo >= 2 * sizeof(uintptr_t) && at - lo <= hi - lo - 2 * sizeof(uintptr_t);
 }
 
-/* Reads a frame record (saved frame pointer, return address) that lies outside the thread's stack: a
- * coroutine or fiber stack (makecontext, swapcontext) whose extent we do not know.  The kernel checks
- * the address for us (EFAULT for an unmapped or unreadable page), so a stale frame pointer can end the
- * walk but never fault it.  A sandbox that forbids the call only ends the walk early. */
 static bool read_foreign(const uintptr_t *fp, uintptr_t record[2])
 {
+  if (__atomic_load_n(&vm_readv_refused, __ATOMIC_RELAXED)) return false;
+  int saved_errno = errno;
   struct iovec local = {record, 2 * sizeof(uintptr_t)};
   struct iovec remote = {(void *)(uintptr_t)fp, 2 * sizeof(uintptr_t)};
-  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)(2 * sizeof(uintptr_t));
+  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (got < 0 && (errno == ENOSYS || errno == EPERM)) __atomic_store_n(&vm_readv_refused, 1, __ATOMIC_RELAXED);
+  errno = saved_errno;
+  return got == (ssize_t)(2 * sizeof(uintptr_t));
 }
 
+/* Each step is checked: aligned, strictly towards the stack's base, read directly only inside the thread's
+ * stack (the part proven mapped), the alternate signal stack this sample runs on, or the library's own
+ * leading frames (built with frame pointers, on the stack we run on: the records this walk starts from). */
 static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
 {
-  const stack_bounds_t *b = thread_stack();
+  const thread_stack_t *s = &tstack;
   const uintptr_t *fp = (const uintptr_t *)__builtin_frame_address(0);
+  bool own = true;                  /* fp is a frame of this library: this function's, to begin with */
   size_t n = 0;
   while (n < max) {
     uintptr_t at = (uintptr_t)fp, record[2];
     if ((at & (sizeof(uintptr_t) - 1)) != 0) break;
-    if (at >= b->lo && at <= b->hi - 2 * sizeof(uintptr_t)) {   /* no `at + 16`: junk near 2^64 wraps */
+    if (own || record_in(at, s->mapped_lo, s->hi) || record_in(at, s->alt_lo, s->alt_hi)) {
       record[0] = fp[0];
       record[1] = fp[1];
     } else if (!read_foreign(fp, record)) {
@@ -176,6 +357,7 @@ static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
     uintptr_t ret = record[1];
     const uintptr_t *next = (const uintptr_t *)record[0];
     if (ret == 0) break;
+    own = own && MPROF_FRAME_POINTERS && n == 0 && in_self(ret);   /* the caller is ours too */
     if (n > 0 || !in_self(ret)) out[n++] = ret;
     if (next <= fp) break;          /* a frame chain only moves towards the stack's base */
     fp = next;
@@ -197,37 +379,63 @@ static size_t skip_own(uintptr_t *out, const uintptr_t *raw, size_t n, size_t ma
 }
 
 /* Captures into out itself (it has MPROF_UNWIND_SLACK spare slots), then shifts the program's frames
- * down over the library's. */
+ * down over the library's.  libgcc (glibc's backtrace) for the thread's first LIBGCC_FIRST samples, in a
+ * fork child that must not call libunwind, where libunwind's larger stack need does not fit, and when it
+ * is the unwinder; libunwind otherwise. */
 static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
 {
+  thread_stack_t *s = &tstack;
   int want = (int)(max + MPROF_UNWIND_SLACK), n;
 #if HAVE_LIBUNWIND
-  if (unwinder == MPROF_UNWIND_LIBUNWIND) n = libunwind_backtrace((void **)out, want);
-  else
+  if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_LIBUNWIND && !child_libgcc_only &&
+      s->dwarf_samples >= LIBGCC_FIRST && fits(s, NEED_LIBUNWIND, max)) {
+    s->inside |= INSIDE_LIBUNWIND;
+    n = libunwind_backtrace((void **)out, want);
+    s->inside &= ~INSIDE_LIBUNWIND;
+  } else
 #endif
+  {
+    s->dwarf_samples += s->dwarf_samples < LIBGCC_FIRST;
+    s->inside |= INSIDE_LIBGCC;
+    __atomic_add_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
     n = backtrace((void **)out, want);
+    __atomic_sub_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
+    s->inside &= ~INSIDE_LIBGCC;
+  }
   return n > 0 ? skip_own(out, out, (size_t)n, max) : 0;
 }
 
-static unsigned unwinding;          /* threads inside an unwinder (atomic) */
-static int fork_pending;            /* a fork is being prepared (atomic) */
-
-size_t mprof_unwind(uintptr_t *frames, size_t max)
+size_t mprof_unwind(uintptr_t *frames, size_t max, mi_prof_drop_reason_t *why)
 {
+  thread_stack_t *s = &tstack;
   size_t depth = 0;
-  __atomic_add_fetch(&unwinding, 1, __ATOMIC_SEQ_CST);
-  if (mprof_likely(!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST)))
-    depth = unwinder == MPROF_UNWIND_FP ? unwind_fp(frames, max) : unwind_dwarf(frames, max);
-  __atomic_sub_fetch(&unwinding, 1, __ATOMIC_SEQ_CST);
+  *why = MI_PROF_DROP_UNWIND;
+  if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_FP) {
+    depth = unwind_fp(frames, max);
+  } else if (mprof_unlikely(child_no_dwarf)) {
+    *why = MI_PROF_DROP_FORK;
+  } else if (mprof_likely(__atomic_load_n(&prime_state, __ATOMIC_ACQUIRE) == PRIME_DONE)) {
+    depth = unwind_dwarf(frames, max);
+  }
+  s->alt_lo = s->alt_hi = s->left = 0;          /* mprof_unwind_room's, for this sample only */
   return depth;
 }
 
-/* Before fork: no thread may be inside an unwinder (see the top of this file).  Unwinds take
- * microseconds, so yielding until they are done is short. */
-void mprof_unwind_prefork(void)
-{
-  __atomic_store_n(&fork_pending, 1, __ATOMIC_SEQ_CST);
-  while (__atomic_load_n(&unwinding, __ATOMIC_SEQ_CST) != 0) sched_yield();
-}
+/* ---------------------------------------------------------------------------------------------------
+   fork (see the top of this file): nothing waits
+--------------------------------------------------------------------------------------------------- */
 
-void mprof_unwind_postfork(void) { __atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST); }
+void mprof_unwind_prefork(void) { fork_multithreaded = !__libc_single_threaded; }
+
+/* In the child, the only thread is the one that forked; it may itself have been inside an unwinder (fork
+ * from a signal handler): that unwind resumes when the handler returns, and is not counted against the
+ * child.  A recursive lock such as the loader's write lock, held by the forking thread, would still not
+ * be released there (its owner's thread id changed), hence no libunwind after that either. */
+void mprof_unwind_postfork_child(void)
+{
+  thread_stack_t *s = &tstack;
+  unsigned mine = (s->inside & INSIDE_LIBGCC) != 0;
+  if (__atomic_load_n(&libgcc_inside, __ATOMIC_RELAXED) != mine) child_no_dwarf = true;
+  __atomic_store_n(&libgcc_inside, mine, __ATOMIC_RELAXED);
+  if (fork_multithreaded || (s->inside & INSIDE_LIBUNWIND) != 0) child_libgcc_only = true;
+}
