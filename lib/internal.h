@@ -405,7 +405,6 @@ void mprof_dump_final(void);                   /* the final profile and leak rep
 bool mprof_dump_leak_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs);
 void mprof_dump_postfork_child(void);
 
-<<<<<<< HEAD
 /* "profiler.c": the profiler thread and the triggers that wake it */
 bool mprof_profiler_init(void);                /* at load: starts the thread if a trigger needs it */
 void mprof_profiler_session_begin(uint64_t rate);
@@ -415,14 +414,11 @@ bool mprof_profiler_final_pending(void);      /* a final signal waits to be re-r
 void mprof_profiler_reraise(void);             /* re-raises it (after the final profile) */
 void mprof_profiler_postfork_child(void);
 
-/* "unwind.c": stack capture */
-=======
 /* "unwind.c": stack capture.  mprof_unwind_room() then mprof_unwind(), once each per sample, on the
  * sampling thread with the guard up and no profiler lock held; both are async-signal-safe (a sample may
  * be taken in a signal handler that allocates) except on a thread's first sample, which looks up its
  * stack with pthread_getattr_np (and reads /proc on the main thread, when the library was not loaded
  * there).  mprof_unwind_prime() may take the loader locks (rank -1): never call it holding a lock. */
->>>>>>> 254b3e9 (unwind: no waiting on the loader or at fork, a stack budget, and an fp walk that reads only mapped memory)
 #define MPROF_BT_MAX_CAP    256        /* MIMALLOC_PROF_BT_MAX's upper bound */
 #define MPROF_UNWIND_SLACK  16         /* extra room mprof_unwind needs in `frames` beyond `max` */
 void             mprof_unwind_init(void);

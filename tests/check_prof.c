@@ -18,6 +18,7 @@ int main(void)
   srunner_add_suite(sr, options_suite());
   srunner_add_suite(sr, hazards_suite());
   srunner_add_suite(sr, stacks_suite());
+  srunner_add_suite(sr, unwind_suite());
   srunner_add_suite(sr, pprof_suite());
   srunner_add_suite(sr, dump_suite());
   srunner_add_suite(sr, profiler_suite());

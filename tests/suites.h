@@ -20,6 +20,7 @@ Suite *observer_suite(void);   /* test_observer.c: observer contract, stats, rac
 Suite *options_suite(void);    /* test_options.c: MIMALLOC_PROF_* options, seeds, budget (subprocesses) */
 Suite *hazards_suite(void);    /* test_hazards.c: threads, fork, TSD destructors, mi_collect, huge */
 Suite *stacks_suite(void);     /* test_stacks.c: unwinders, stack table, mi_prof_visit (subprocesses) */
+Suite *unwind_suite(void);     /* test_unwind.c: loader lock, stack budget, fp reads, fork (subprocesses) */
 Suite *pprof_suite(void);      /* test_pprof.c: the profile format, timestamps, dropped frames, go tool pprof */
 Suite *dump_suite(void);       /* test_dump.c: dumps, triggers, leak report, errors, full budget */
 Suite *profiler_suite(void);   /* test_profiler.c: the profiler thread, final signals, fork under dlopen */

@@ -1,0 +1,342 @@
+/* test_unwind.c - the unwinders' hazards (lib/unwind.c): the first start against a module constructor
+ * (the loader's lock), the stack budget (alternate signal stacks, small thread stacks), the fp walk's
+ * reads (the main stack's guard gap, no process_vm_readv) and fork while an unwind is under way.
+ *
+ * Each case runs tests/unwind_probe or tests/loader_probe in a subprocess, one unwinder per run, with a
+ * watchdog (alarm(2) through exec): a deadlock ends as SIGALRM and a failed test, never a hung suite.
+ * Nothing here sleeps: the probes synchronise with pipes and the kernel's view of their threads.
+ * The cases issue 16 reproduced (the constructor, the 8 KiB alternate stack) run RUNS times each.
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "mimalloc-prof.h"
+#include "subprocess.h"
+#include "suites.h"
+
+#if MPROF_PPROF
+
+#define RUNS 50
+
+static const char *const all_unwinders[] = {
+  "fp", "libgcc",
+#if HAVE_LIBUNWIND
+  "libunwind",
+#endif
+};
+#define N_UNWINDERS (sizeof all_unwinders / sizeof all_unwinders[0])
+
+/* The stack budget mimalloc_prof(3) documents (STACK TRACES), per unwinder, besides 8 bytes per frame of
+ * MIMALLOC_PROF_BT_MAX + 16; and what a thread's first sample needs to look its stack up. */
+#define BUDGET_FP        1024u
+#define BUDGET_LIBGCC    3072u
+#define BUDGET_LIBUNWIND 7168u
+#define BUDGET_LOOKUP    2048u
+
+static unsigned budget(const char *unwinder)
+{
+  if (strcmp(unwinder, "fp") == 0) return BUDGET_FP;
+  return strcmp(unwinder, "libgcc") == 0 ? BUDGET_LIBGCC : BUDGET_LIBUNWIND;
+}
+
+static probe_run_t run_unwind_probe(const char *unwinder, const char *const *extra_env,
+                                    const char *const *args, rlim_t stack_limit)
+{
+  char var[64];
+  const char *env[8] = {NULL};
+  size_t n = 0;
+  snprintf(var, sizeof var, "MIMALLOC_PROF_UNWIND=%s", unwinder);
+  env[n++] = var;
+  for (size_t i = 0; extra_env != NULL && extra_env[i] != NULL && n < 7; i++) env[n++] = extra_env[i];
+  probe_opts_t opts = {.env = env, .stack_limit = stack_limit, .watchdog_s = 60};
+  return probe_run(probe_getenv("MPROF_TEST_UNWIND_PROBE"), args, &opts);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The first start against a constructor (issue 16, case 1)
+--------------------------------------------------------------------------------------------------- */
+
+/* A module constructor (loader lock held) waits while another thread makes the process's first
+ * mi_prof_start(), which must load the unwinder and so waits for the loader; then the constructor calls
+ * mi_prof_stats() or mi_prof_start().  Everything finishes (it used to hang with libunwind and libgcc,
+ * start holding the API lock while loading).  With libunwind and libgcc the starting thread is always
+ * seen waiting inside the loader first (the probe's b_blocked: the interleaving really happened); fp
+ * loads nothing.  Allocations made once both are done are sampled with their stacks. */
+static void check_constructor(const char *call)
+{
+  for (size_t u = 0; u < N_UNWINDERS; u++) {
+    char var[64];
+    snprintf(var, sizeof var, "MIMALLOC_PROF_UNWIND=%s", all_unwinders[u]);
+    bool dwarf = strcmp(all_unwinders[u], "fp") != 0;
+    for (int r = 0; r < RUNS; r++) {
+      probe_opts_t opts = {.env = (const char *const[]){var, NULL}, .watchdog_s = 20};
+      probe_run_t run = probe_run(probe_getenv("MPROF_TEST_LOADER_PROBE"),
+                                  (const char *const[]){probe_getenv("MPROF_TEST_CTOR_PLUGIN"), call, NULL}, &opts);
+      probe_assert_exit0(&run, all_unwinders[u]);
+      ck_assert_msg(probe_value(&run, "b_blocked") == (dwarf ? 1 : 0), "%s, %s, run %d: b_blocked %" PRIu64,
+                    all_unwinders[u], call, r, probe_value(&run, "b_blocked"));
+      ck_assert_uint_eq(probe_value(&run, "b_started"), 1);
+      ck_assert_uint_eq(probe_value(&run, "ctor_ok"), 1);
+      ck_assert_uint_eq(probe_value(&run, "late_samples"), 8);
+      ck_assert_uint_eq(probe_value(&run, "late_dropped_unwind"), 0);
+      probe_run_free(&run);
+    }
+  }
+}
+
+START_TEST(unwind_first_start_vs_constructor_stats)
+{
+  check_constructor("stats");
+}
+END_TEST
+
+START_TEST(unwind_first_start_vs_constructor_start)
+{
+  check_constructor("start");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------------
+   Stack budget (issue 16, case 3)
+--------------------------------------------------------------------------------------------------- */
+
+/* Stack used below malloc's caller, on a thread whose stack is painted: a sample takes at most the
+ * documented budget for its unwinder plus its frame buffer (a measurement from the caller includes the
+ * library's entry frames too, so this is stricter than the check the library makes); a thread's first
+ * sample also looks up its stack.  Nothing is dropped on a 1 MiB stack. */
+START_TEST(unwind_stack_use_within_budget)
+{
+  static const unsigned bt_max[] = {64, 256};
+  for (size_t u = 0; u < N_UNWINDERS; u++) {
+    for (size_t b = 0; b < 2; b++) {
+      char var[64];
+      snprintf(var, sizeof var, "MIMALLOC_PROF_BT_MAX=%u", bt_max[b]);
+      probe_run_t run = run_unwind_probe(all_unwinders[u], (const char *const[]){var, NULL},
+                                         (const char *const[]){"stackuse", NULL}, 0);
+      probe_assert_exit0(&run, all_unwinders[u]);
+      uint64_t frames = 8u * (bt_max[b] + 16), allowed = budget(all_unwinders[u]) + frames;
+      uint64_t first_allowed = allowed > BUDGET_LOOKUP ? allowed : BUDGET_LOOKUP;
+      ck_assert_msg(probe_value(&run, "sample") <= allowed && probe_value(&run, "sample_first") <= first_allowed,
+                    "%s, BT_MAX %u: a sample used %" PRIu64 " bytes of stack (the first %" PRIu64 "), budget %"
+                    PRIu64, all_unwinders[u], bt_max[b], probe_value(&run, "sample"),
+                    probe_value(&run, "sample_first"), allowed);
+      ck_assert_uint_eq(probe_value(&run, "dropped_unwind"), 0);
+      probe_run_free(&run);
+    }
+  }
+}
+END_TEST
+
+/* One altstack run; NULL unwinder: profiling stopped (the control). */
+static probe_run_t run_altstack(const char *unwinder, size_t size)
+{
+  char arg[32];
+  snprintf(arg, sizeof arg, "%zu", size);
+  return run_unwind_probe(unwinder != NULL ? unwinder : "fp", NULL,
+                          (const char *const[]){"altstack", arg, unwinder != NULL ? NULL : "stopped", NULL}, 0);
+}
+
+/* A handler on an 8 KiB alternate stack (with a guard page below it) does 64 malloc/free pairs at rate
+ * 1, four times: it runs with every unwinder, RUNS times each.  (Skipped where it does not run even
+ * without sampling: a CPU whose signal frame leaves too little of 8 KiB.) */
+START_TEST(unwind_altstack_8k)
+{
+  probe_run_t control = run_altstack(NULL, 8192);
+  if (!WIFEXITED(control.status) || WEXITSTATUS(control.status) != 0) {
+    fprintf(stderr, "unwind_altstack_8k: skipped: the handler cannot run on 8 KiB here even unprofiled\n");
+    probe_run_free(&control);
+    return;
+  }
+  probe_run_free(&control);
+  for (size_t u = 0; u < N_UNWINDERS; u++) {
+    for (int r = 0; r < RUNS; r++) {
+      probe_run_t run = run_altstack(all_unwinders[u], 8192);
+      probe_assert_exit0(&run, all_unwinders[u]);
+      ck_assert_uint_eq(probe_value(&run, "pairs"), 256);
+      probe_run_free(&run);
+    }
+  }
+}
+END_TEST
+
+/* Smaller alternate stacks, sized from the control: plain_use = what the signal frame, the handler and
+ * mimalloc take of an 8 KiB stack unprofiled; then stacks that leave SPARE bytes beyond that.  A sample
+ * that does not fit its unwinder is dropped without unwinding; the drop itself needs about 0.5 KiB
+ * (mimalloc_prof(3)), so from 1 KiB of spare up every unwinder runs, and every handler allocation is
+ * either a sample or a drop for want of stack. */
+START_TEST(unwind_altstack_sweep)
+{
+  static const size_t spare[] = {1024, 1536, 2048, 3072, 4096};
+  probe_run_t control = run_altstack(NULL, 8192);
+  if (!WIFEXITED(control.status) || WEXITSTATUS(control.status) != 0) {
+    probe_run_free(&control);
+    return;                        /* said by unwind_altstack_8k */
+  }
+  size_t plain_use = 8192 - probe_value(&control, "alt_untouched");
+  probe_run_free(&control);
+  for (size_t s = 0; s < sizeof spare / sizeof spare[0]; s++) {
+    size_t size = (plain_use + spare[s] + 15) & ~(size_t)15;
+    for (size_t u = 0; u < N_UNWINDERS; u++) {
+      probe_run_t run = run_altstack(all_unwinders[u], size);
+      probe_assert_exit0(&run, all_unwinders[u]);
+      ck_assert_uint_eq(probe_value(&run, "pairs"), 256);
+      ck_assert_msg(probe_value(&run, "samples") + probe_value(&run, "dropped_unwind") == 256,
+                    "%s, %zu-byte stack: %" PRIu64 " samples, %" PRIu64 " dropped", all_unwinders[u], size,
+                    probe_value(&run, "samples"), probe_value(&run, "dropped_unwind"));
+      probe_run_free(&run);
+    }
+  }
+}
+END_TEST
+
+/* Threads with the smallest stack pthread allows nest calls until 8 KiB down to 1 KiB of it remain, then
+ * do 64 malloc/free pairs at rate 1: they run unprofiled (the premise), and so they do with every
+ * unwinder.  Each thread's first allocation is pthread_getattr_np()'s own (the probe asks for its stack
+ * bounds first thing): a lookup of ours from inside it used to deadlock. */
+START_TEST(unwind_tiny_thread_stacks)
+{
+  static const char *const args[] = {"tinystack", "8192", "4096", "3072", "2048", "1536", "1024", NULL};
+  probe_run_t control = run_unwind_probe("fp", (const char *const[]){"TINY_SAMPLING=0", NULL}, args, 0);
+  probe_assert_exit0(&control, "unprofiled");
+  probe_run_free(&control);
+  for (size_t u = 0; u < N_UNWINDERS; u++) {
+    probe_run_t run = run_unwind_probe(all_unwinders[u], NULL, args, 0);
+    probe_assert_exit0(&run, all_unwinders[u]);
+    ck_assert_uint_eq(probe_value(&run, "pairs"), 6 * 64);
+    probe_run_free(&run);
+  }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------------
+   What the fp walk reads (issue 16 item 4, issue 17's process_vm_readv)
+--------------------------------------------------------------------------------------------------- */
+
+/* Under `ulimit -s unlimited` pthread_getattr_np() reports the main thread's stack as reaching down to
+ * the previous mapping (checked: unmapped_in_attr).  A frame pointer into the kernel's guard gap there,
+ * and one into the range the stack could grow into, reached from a makecontext() stack below: the walk
+ * keeps the one frame before it, does not fault and does not grow the stack. */
+START_TEST(unwind_fp_guard_gap)
+{
+  probe_run_t run = run_unwind_probe("fp", NULL, (const char *const[]){"guardgap", NULL}, RLIM_INFINITY);
+  probe_assert_exit0(&run, "guardgap");
+  ck_assert_uint_eq(probe_value(&run, "unmapped_in_attr"), 1);
+  if (strstr(run.out, "skipped 1") == NULL) {
+    ck_assert_uint_eq(probe_value(&run, "gap_depth"), 1);
+    ck_assert_uint_eq(probe_value(&run, "grow_depth"), 1);
+    ck_assert_uint_eq(probe_value(&run, "stack_grew"), 0);
+  }
+  probe_run_free(&run);
+}
+END_TEST
+
+/* process_vm_readv refused by a seccomp filter, as ENOSYS (qemu-user) and EPERM (container policies):
+ * the main stack's chain is walked in full, a makecontext() stack's sample keeps its first frame (it used
+ * to be dropped), a frame pointer into unmapped memory still ends the walk. */
+START_TEST(unwind_fp_without_process_vm_readv)
+{
+  static const char *const errs[] = {"ENOSYS", "EPERM"};
+  for (size_t e = 0; e < 2; e++) {
+    probe_run_t run = run_unwind_probe("fp", NULL, (const char *const[]){"novmreadv", errs[e], NULL}, 0);
+    probe_assert_exit0(&run, errs[e]);
+    if (strstr(run.out, "skipped 1") != NULL) {
+      fprintf(stderr, "unwind_fp_without_process_vm_readv: skipped: no seccomp filters here\n");
+      probe_run_free(&run);
+      return;
+    }
+    ck_assert_uint_eq(probe_value(&run, "refused"), 1);
+    ck_assert_uint_eq(probe_value(&run, "main_found"), 1);
+    ck_assert_uint_ge(probe_value(&run, "main_depth"), 3);   /* probe_main_leaf, mode, main */
+    ck_assert_uint_eq(probe_value(&run, "co_found"), 1);
+    ck_assert_uint_ge(probe_value(&run, "co_depth"), 1);
+    ck_assert_uint_le(probe_value(&run, "junk_depth"), 1);
+    ck_assert_uint_eq(probe_value(&run, "dropped_unwind"), 0);
+    probe_run_free(&run);
+  }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------------
+   fork (issue 16 item 6, issue 10 item 3)
+--------------------------------------------------------------------------------------------------- */
+
+/* fork() from a signal handler that interrupted the forking thread's own unwind: the fork handlers used
+ * to wait for that unwind, which can only end once the handler returns.  Parent and child go on; the
+ * child's samples get stacks (its only thread was the one unwinding).  libgcc and libunwind only: the
+ * probe recognises their code by its object, and fp takes no lock that anything waits for. */
+START_TEST(unwind_fork_in_handler_during_unwind)
+{
+  for (size_t u = 0; u < N_UNWINDERS; u++) {
+    if (strcmp(all_unwinders[u], "fp") == 0) continue;
+    probe_run_t run = run_unwind_probe(all_unwinders[u], NULL, (const char *const[]){"forksig", NULL}, 0);
+    probe_assert_exit0(&run, all_unwinders[u]);
+    ck_assert_uint_eq(probe_value(&run, "child_exit"), 0);
+    ck_assert_uint_eq(probe_value(&run, "child_samples"), 8);
+    ck_assert_uint_eq(probe_value(&run, "child_dropped_fork"), 0);
+    ck_assert_uint_eq(probe_value(&run, "parent_dropped_fork") + probe_value(&run, "parent_dropped_unwind"), 0);
+    probe_run_free(&run);
+  }
+}
+END_TEST
+
+/* fork while another thread is stopped inside the unwinder (with whatever it holds, for good in the
+ * child): the child never hangs; with libgcc it records its samples without a stack (MI_PROF_DROP_FORK),
+ * with libunwind it unwinds with libgcc; the parent loses nothing. */
+START_TEST(unwind_fork_while_another_thread_unwinds)
+{
+  for (size_t u = 0; u < N_UNWINDERS; u++) {
+    if (strcmp(all_unwinders[u], "fp") == 0) continue;   /* takes no lock: nothing to stop inside */
+    bool libgcc = strcmp(all_unwinders[u], "libgcc") == 0;
+    probe_run_t run = run_unwind_probe(all_unwinders[u], NULL, (const char *const[]){"forkinside", NULL}, 0);
+    probe_assert_exit0(&run, all_unwinders[u]);
+    ck_assert_uint_eq(probe_value(&run, "child_exit"), 0);
+    ck_assert_uint_eq(probe_value(&run, "child_samples"), libgcc ? 0 : 8);
+    ck_assert_uint_eq(probe_value(&run, "child_dropped_fork"), libgcc ? 8 : 0);
+    ck_assert_uint_eq(probe_value(&run, "parent_dropped_fork") + probe_value(&run, "parent_dropped_unwind"), 0);
+    probe_run_free(&run);
+  }
+}
+END_TEST
+
+/* Issue 10's fork window: 4 threads allocating at rate 4096 while the main thread forks 20 times back
+ * to back.  The parent keeps every sample's stack (nothing waits or drops at fork any more); each child
+ * either gets a stack or drops as MI_PROF_DROP_FORK (another thread was inside libgcc), and exits. */
+START_TEST(unwind_fork_storm_parent_keeps_stacks)
+{
+  for (size_t u = 0; u < N_UNWINDERS; u++) {
+    probe_run_t run = run_unwind_probe(all_unwinders[u], NULL, (const char *const[]){"forkstorm", "20", "4096", NULL}, 0);
+    probe_assert_exit0(&run, all_unwinders[u]);
+    ck_assert_uint_gt(probe_value(&run, "samples"), 0);
+    ck_assert_uint_eq(probe_value(&run, "dropped"), 0);
+    ck_assert_uint_eq(probe_value(&run, "children_other"), 0);
+    ck_assert_uint_eq(probe_value(&run, "children_with_stack") + probe_value(&run, "children_dropped_fork"), 20);
+    if (strcmp(all_unwinders[u], "fp") == 0) ck_assert_uint_eq(probe_value(&run, "children_dropped_fork"), 0);
+    probe_run_free(&run);
+  }
+}
+END_TEST
+
+Suite *unwind_suite(void)
+{
+  Suite *s = suite_create("unwind");
+  TCase *tc = tcase_create("unwind");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, unwind_first_start_vs_constructor_stats);
+  tcase_add_test(tc, unwind_first_start_vs_constructor_start);
+  tcase_add_test(tc, unwind_stack_use_within_budget);
+  tcase_add_test(tc, unwind_altstack_8k);
+  tcase_add_test(tc, unwind_altstack_sweep);
+  tcase_add_test(tc, unwind_tiny_thread_stacks);
+  tcase_add_test(tc, unwind_fp_guard_gap);
+  tcase_add_test(tc, unwind_fp_without_process_vm_readv);
+  tcase_add_test(tc, unwind_fork_in_handler_during_unwind);
+  tcase_add_test(tc, unwind_fork_while_another_thread_unwinds);
+  tcase_add_test(tc, unwind_fork_storm_parent_keeps_stacks);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+#endif /* MPROF_PPROF */

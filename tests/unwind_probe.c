@@ -1,0 +1,747 @@
+/* unwind_probe.c - a program linked with the library and run by tests/test_unwind.c in a subprocess (the
+ * unwinder and MIMALLOC_PROF_BT_MAX are read once, at load; some modes change the process for good: a
+ * seccomp filter, `ulimit -s unlimited`, forks).  Built with frame pointers and -export-dynamic, like
+ * stack_probe.  Prints "key value" lines on stdout; something the test cannot see going wrong prints
+ * "unwind_probe: ..." on stderr and exits with status 1.
+ *
+ * Modes (argv[1]):
+ *   stackuse            bytes of stack below the caller that malloc uses: profiling stopped (a thread's
+ *                       first allocation, a later one), then sampling at rate 1 (a thread's first sample,
+ *                       the most over its next 15, the free of a sampled block)
+ *   altstack [SIZE]     a signal handler on a SIZE-byte alternate stack (default 8192; a guard page below
+ *                       it) does 64 malloc/free pairs at rate 1 ("stopped" as argv[3]: profiling stopped);
+ *                       the bytes at its bottom left untouched
+ *   tinystack LEFT...   a thread with a PTHREAD_STACK_MIN stack nests calls until about LEFT bytes of its
+ *                       stack remain, then does 64 malloc/free pairs at rate 1; once per LEFT
+ *   guardgap            fp walk, run under `ulimit -s unlimited`: a malloc on a makecontext() stack whose
+ *                       caller's frame pointer points into the unmapped gap below the main stack
+ *   novmreadv ERRNO     process_vm_readv refused by a seccomp filter (ENOSYS or EPERM): the fp walk of a
+ *                       malloc on a makecontext() stack, and of one with a junk frame pointer
+ */
+#define _GNU_SOURCE 1
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "mimalloc-prof.h"
+
+#define PROBE_NAME "unwind_probe"
+#include "probe_util.h"
+
+#define PROBE_SEED 0x7e57ull
+#define NOINLINE   __attribute__((noinline, noclone))
+
+volatile unsigned probe_salt;       /* written after calls: no tail calls, no identical code folding */
+void *volatile probe_keep;
+
+static void start_rate(size_t rate)
+{
+  if (!mi_prof_start_seeded(rate, PROBE_SEED)) die("mi_prof_start_seeded failed");
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   stackuse: how deep below its caller malloc reaches
+--------------------------------------------------------------------------------------------------- */
+
+#define PAINT      0xa5
+#define PAINT_SKIP 256              /* left unpainted below paint_below's own frame */
+
+/* A thread on a stack of our own, so that we know its extent and can paint it. */
+static unsigned char *use_stack;
+static size_t use_stack_size = (size_t)1 << 20;
+
+/* Paints the stack from its bottom to a little below this function's frame (the red zone and the loop
+ * itself live above that). */
+static NOINLINE void paint_below(void)
+{
+  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  volatile unsigned char *p = use_stack;
+  size_t n = here - PAINT_SKIP - (uintptr_t)use_stack;
+  for (size_t i = 0; i < n; i++) p[i] = PAINT;
+}
+
+static size_t lowest_touched(void)
+{
+  size_t i = 0;
+  while (i < use_stack_size && use_stack[i] == PAINT) i++;
+  return i;
+}
+
+/* Bytes below this function's frame that op(arg) used. */
+static NOINLINE size_t stack_used(void (*op)(void *), void *arg)
+{
+  uintptr_t top = (uintptr_t)__builtin_frame_address(0);
+  paint_below();
+  op(arg);
+  probe_salt++;
+  return top - ((uintptr_t)use_stack + lowest_touched());
+}
+
+static void op_malloc(void *arg)
+{
+  void **slot = arg;
+  *slot = malloc(100);
+}
+
+static void op_free(void *arg) { free(*(void **)arg); }
+
+typedef struct use_s {
+  size_t first, later, free_sampled;
+  void *blocks[16];
+} use_t;
+
+static void *use_thread(void *arg)
+{
+  use_t *u = arg;
+  u->first = stack_used(op_malloc, &u->blocks[0]);
+  for (int i = 1; i < 16; i++) {
+    size_t used = stack_used(op_malloc, &u->blocks[i]);
+    if (used > u->later) u->later = used;
+  }
+  u->free_sampled = stack_used(op_free, &u->blocks[1]);
+  for (int i = 0; i < 16; i++) if (i != 1) free(u->blocks[i]);
+  return NULL;
+}
+
+static use_t use_on_thread(void)
+{
+  use_t u = {0};
+  pthread_attr_t attr;
+  pthread_t th;
+  if (pthread_attr_init(&attr) != 0 || pthread_attr_setstack(&attr, use_stack, use_stack_size) != 0 ||
+      pthread_create(&th, &attr, use_thread, &u) != 0 || pthread_join(th, NULL) != 0)
+    die("cannot run the stack-use thread");
+  pthread_attr_destroy(&attr);
+  return u;
+}
+
+static int mode_stackuse(void)
+{
+  use_stack = malloc(use_stack_size);
+  if (use_stack == NULL) die("malloc of the thread stack failed");
+  use_t plain = use_on_thread();
+  start_rate(1);                   /* every 100-byte request is sampled */
+  use_t sampled = use_on_thread();
+  mi_prof_stats_t st = stats_now();
+  if (!mi_prof_stop()) die("mi_prof_stop failed");
+  printf("plain_first %zu\nplain %zu\nsample_first %zu\nsample %zu\nfree_sampled %zu\n", plain.first,
+         plain.later, sampled.first, sampled.later, sampled.free_sampled);
+  printf("samples %" PRIu64 "\ndropped_unwind %" PRIu64 "\n", st.samples, st.dropped[MI_PROF_DROP_UNWIND]);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   altstack: a signal handler that allocates, on a small alternate signal stack
+--------------------------------------------------------------------------------------------------- */
+
+#define HANDLER_PAIRS 64
+
+static volatile sig_atomic_t handler_pairs;
+
+static void alloc_pairs(void)
+{
+  for (int i = 0; i < HANDLER_PAIRS; i++) {
+    volatile char *p = malloc(100 + (size_t)i);
+    if (p == NULL) continue;
+    p[0] = 1;
+    free((void *)p);
+    handler_pairs++;
+  }
+}
+
+static uintptr_t handler_frame;    /* the handler's frame address (its first run) */
+
+static void pairs_handler(int sig)
+{
+  (void)sig;
+  if (handler_frame == 0) handler_frame = (uintptr_t)__builtin_frame_address(0);
+  alloc_pairs();
+}
+
+/* The alternate stack is painted first, so the bytes the handler left untouched at its bottom tell how
+ * close to the end it came. */
+static int mode_altstack(int argc, char **argv)
+{
+  size_t size = argc > 2 ? arg_size(argv[2]) : 8192;
+  bool sampling = !(argc > 3 && strcmp(argv[3], "stopped") == 0);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (size + page - 1) / page * page;
+  unsigned char *map = mmap(NULL, page + span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED || mprotect(map, page, PROT_NONE) != 0) die("cannot map the alternate stack");
+  unsigned char *alt = map + page + span - size;   /* ends at its mapping's end, a guard page below */
+  memset(alt, PAINT, size);
+  stack_t ss = {.ss_sp = alt, .ss_size = size, .ss_flags = 0};
+  struct sigaction sa = {.sa_handler = pairs_handler, .sa_flags = SA_ONSTACK};
+  sigemptyset(&sa.sa_mask);
+  if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0) die("cannot set up the handler");
+  free(malloc(100));               /* the handler's calls are bound already (lazy binding saves the
+                                      vector registers on the stack: 2.5 KiB with AVX-512) */
+  if (sampling) start_rate(1);
+  for (int i = 0; i < 4; i++) raise(SIGUSR1);
+  mi_prof_stats_t st = stats_now();
+  if (sampling && !mi_prof_stop()) die("mi_prof_stop failed");
+  size_t untouched = 0;
+  while (untouched < size && alt[untouched] == PAINT) untouched++;
+  printf("pairs %d\nsamples %" PRIu64 "\ndropped_unwind %" PRIu64 "\nalt_untouched %zu\n", (int)handler_pairs,
+         st.samples, st.dropped[MI_PROF_DROP_UNWIND], untouched);
+  printf("alt_handler_left %zu\nminsigstksz %ld\n", (size_t)(handler_frame - (uintptr_t)alt),
+         sysconf(_SC_MINSIGSTKSZ));
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   tinystack: a thread with the smallest stack pthread allows, allocating near its end
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct tiny_s {
+  size_t want_left;                /* nest until about this many bytes of stack remain */
+  uintptr_t lo;                    /* the thread's stack */
+  size_t left;                     /* what remained at the allocations */
+} tiny_t;
+
+static NOINLINE void nest(tiny_t *t)
+{
+  volatile char pad[192];
+  pad[0] = 1;
+  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  if (here - t->lo > t->want_left + 256) {
+    nest(t);
+  } else {
+    t->left = here - t->lo;
+    alloc_pairs();
+  }
+  probe_salt += (unsigned)pad[0];
+}
+
+static void *tiny_thread(void *arg)
+{
+  tiny_t *t = arg;
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0 || pthread_attr_getstack(&attr, &addr, &size) != 0)
+    die("cannot find the thread's stack");
+  pthread_attr_destroy(&attr);
+  t->lo = (uintptr_t)addr;
+  free(malloc(100));               /* the thread's first allocation and sample, near its top */
+  nest(t);
+  return NULL;
+}
+
+static int mode_tinystack(int argc, char **argv)
+{
+  size_t min = (size_t)sysconf(_SC_THREAD_STACK_MIN);
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0 || pthread_attr_setstacksize(&attr, min) != 0) die("bad stack size");
+  if (strcmp(getenv("TINY_SAMPLING") ? getenv("TINY_SAMPLING") : "1", "0") != 0) start_rate(1);
+  printf("stack_min %zu\n", min);
+  fflush(stdout);                  /* a crash below must not lose what was said */
+  for (int i = 2; i < argc; i++) {
+    tiny_t t = {.want_left = arg_size(argv[i])};
+    pthread_t th;
+    if (pthread_create(&th, &attr, tiny_thread, &t) != 0 || pthread_join(th, NULL) != 0)
+      die("cannot run the tiny-stack thread");
+    printf("left_%s %zu\n", argv[i], t.left);
+    fflush(stdout);
+  }
+  mi_prof_stats_t st = stats_now();
+  printf("pairs %d\nsamples %" PRIu64 "\ndropped_unwind %" PRIu64 "\n", (int)handler_pairs, st.samples,
+         st.dropped[MI_PROF_DROP_UNWIND]);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The stack a sample got, by the name of its first frame
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct leaf_s {
+  const char *name;                /* function wanted as the first frame */
+  size_t matches, depth;           /* stacks starting there; the depth of the last one */
+} leaf_t;
+
+static bool leaf_visitor(void *const *frames, size_t depth, const mi_prof_stack_counts_t *c, void *arg)
+{
+  (void)c;
+  leaf_t *l = arg;
+  Dl_info info;
+  if (depth > 0 && dladdr((const char *)frames[0] - 1, &info) != 0 && info.dli_sname != NULL &&
+      strcmp(info.dli_sname, l->name) == 0) {
+    l->matches++;
+    l->depth = depth;
+  }
+  return true;
+}
+
+static leaf_t find_leaf(const char *name)
+{
+  leaf_t l = {.name = name};
+  if (!mi_prof_visit(leaf_visitor, &l)) die("mi_prof_visit failed");
+  return l;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Frame pointers that point somewhere else: malloc called with a chosen frame pointer, on a stack of its
+   own (makecontext), so that the walk leaves it upwards
+--------------------------------------------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#define HAVE_FP_ASM 1
+/* malloc(size) with rbp = fp, as code without frame pointers may call it. */
+NOINLINE void *malloc_with_fp(uintptr_t fp, size_t size)
+{
+  void *p;
+  __asm__ volatile("mov %%rsp, %%r12\n\t"
+                   "sub $128, %%rsp\n\t"         /* past the red zone, which may hold our locals */
+                   "and $-16, %%rsp\n\t"         /* the ABI's alignment at the call */
+                   "push %%rbp\n\t"
+                   "push %%rbp\n\t"
+                   "mov %[fp], %%rbp\n\t"
+                   "call malloc@PLT\n\t"
+                   "pop %%rbp\n\t"
+                   "pop %%rbp\n\t"
+                   "mov %%r12, %%rsp"
+                   : "=a"(p), "+D"(size)
+                   : [fp] "r"(fp)
+                   : "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "r12", "memory", "cc", "xmm0", "xmm1", "xmm2",
+                     "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+                     "xmm13", "xmm14", "xmm15");
+  probe_salt++;
+  return p;
+}
+#else
+#define HAVE_FP_ASM 0
+#endif
+
+static ucontext_t co_main, co_ctx;
+static uintptr_t co_fp;            /* the frame pointer probe_co_body gives malloc; 0: its own */
+
+NOINLINE void probe_co_body(void)
+{
+#if HAVE_FP_ASM
+  if (co_fp != 0) probe_keep = malloc_with_fp(co_fp, 100);
+  else
+#endif
+    probe_keep = malloc(100);
+  probe_salt += 7;
+}
+
+/* Runs probe_co_body on a stack of its own, mapped with mmap (so it lies apart from the thread's). */
+static void run_coroutine(uintptr_t fp)
+{
+  size_t size = 256 << 10;
+  void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (stack == MAP_FAILED || getcontext(&co_ctx) != 0) die("cannot set up the coroutine");
+  co_ctx.uc_stack.ss_sp = stack;
+  co_ctx.uc_stack.ss_size = size;
+  co_ctx.uc_link = &co_main;
+  co_fp = fp;
+  makecontext(&co_ctx, probe_co_body, 0);
+  if (swapcontext(&co_main, &co_ctx) != 0) die("swapcontext failed");
+  munmap(stack, size);
+}
+
+/* The [stack] mapping (the one holding `addr`) and the end of the mapping before it, from /proc. */
+typedef struct stack_map_s {
+  uintptr_t lo, hi, prev_hi;
+} stack_map_t;
+
+static stack_map_t stack_map(uintptr_t addr)
+{
+  stack_map_t m = {0};
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (f == NULL) die("cannot read /proc/self/maps");
+  char line[512];
+  uintptr_t prev = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    uintptr_t lo, hi;
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) != 2) continue;
+    if (addr - lo < hi - lo) {
+      m = (stack_map_t){lo, hi, prev};
+      break;
+    }
+    prev = hi;
+  }
+  fclose(f);
+  return m;
+}
+
+/* guardgap (run with RLIMIT_STACK unlimited): pthread_getattr_np() reports the main thread's stack as
+ * reaching down to the previous mapping; the kernel keeps a guard gap above that mapping which the stack
+ * may never grow into.  A frame pointer into that gap (and one into the range the stack could still grow
+ * into) is neither read directly (SIGSEGV, or a stack grown for nothing) nor followed. */
+static int mode_guardgap(void)
+{
+  uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0 || pthread_attr_getstack(&attr, &addr, &size) != 0)
+    die("pthread_getattr_np failed");
+  pthread_attr_destroy(&attr);
+  stack_map_t before = stack_map(here);
+  uintptr_t attr_lo = (uintptr_t)addr;
+  uintptr_t in_gap = (attr_lo + 4096) & ~(uintptr_t)15;          /* just above the previous mapping */
+  uintptr_t growable = (before.lo - (256u << 10)) & ~(uintptr_t)15; /* where the stack could grow to */
+  printf("attr_lo %" PRIuPTR "\nstack_lo %" PRIuPTR "\nprev_hi %" PRIuPTR "\n", attr_lo, before.lo,
+         before.prev_hi);
+  printf("unmapped_in_attr %d\n", attr_lo < before.lo);
+  fflush(stdout);
+#if HAVE_FP_ASM
+  start_rate(1);
+  run_coroutine(in_gap);
+  leaf_t gap = find_leaf("malloc_with_fp");
+  run_coroutine(growable);
+  leaf_t grow = find_leaf("malloc_with_fp");
+  mi_prof_stats_t st = stats_now();
+  if (!mi_prof_stop()) die("mi_prof_stop failed");
+  stack_map_t after = stack_map(here);
+  printf("gap_depth %zu\ngrow_depth %zu\nstack_grew %d\nsamples %" PRIu64 "\n", gap.depth, grow.depth,
+         after.lo != before.lo, st.samples);
+#else
+  printf("skipped 1\n");
+#endif
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   novmreadv: process_vm_readv refused, as by a container's seccomp policy (EPERM) or qemu-user (ENOSYS)
+--------------------------------------------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#define PROBE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define PROBE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#elif defined(__i386__)
+#define PROBE_AUDIT_ARCH AUDIT_ARCH_I386
+#endif
+
+/* Installs a filter that fails process_vm_readv with `err`; false where seccomp filters are not
+ * available (a kernel without them, or qemu-user, which does not emulate them). */
+static bool refuse_vm_readv(int err)
+{
+#ifdef PROBE_AUDIT_ARCH
+  struct sock_filter filter[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROBE_AUDIT_ARCH, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+#else
+  (void)err;
+  return false;
+#endif
+}
+
+NOINLINE void *probe_main_leaf(void)
+{
+  void *p = malloc(100);
+  probe_salt += 9;
+  return p;
+}
+
+/* With the filter in place (the probe checks that the call now fails with ERRNO): a sample on the main
+ * stack keeps its whole chain (read directly), one on a makecontext() stack keeps its first frame (the
+ * library's own frames lead there; the walk stops where the call would be needed), and a frame pointer
+ * into unmapped memory ends the walk as before. */
+static int mode_novmreadv(int argc, char **argv)
+{
+  if (argc < 3) die("usage: novmreadv ENOSYS|EPERM");
+  int err = strcmp(argv[2], "EPERM") == 0 ? EPERM : ENOSYS;
+  if (!refuse_vm_readv(err)) {
+    printf("skipped 1\n");
+    return 0;
+  }
+  long word = 0, copy = 1;
+  struct iovec local = {&copy, sizeof copy}, remote = {&word, sizeof word};
+  errno = 0;
+  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  printf("refused %d\n", got < 0 && errno == err);
+  start_rate(1);
+  probe_keep = probe_main_leaf();
+  leaf_t main_leaf = find_leaf("probe_main_leaf");
+  free(probe_keep);
+  run_coroutine(0);
+  leaf_t co = find_leaf("probe_co_body");
+  free(probe_keep);
+  size_t junk_depth = 0;
+#if HAVE_FP_ASM
+  size_t size = 64 << 10;         /* an address that was mapped a moment ago, above the coroutine's stack */
+  void *gone = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (gone == MAP_FAILED || munmap(gone, size) != 0) die("cannot make an unmapped address");
+  run_coroutine((uintptr_t)gone + 4096);
+  junk_depth = find_leaf("malloc_with_fp").depth;
+  free(probe_keep);
+#endif
+  mi_prof_stats_t st = stats_now();
+  if (!mi_prof_stop()) die("mi_prof_stop failed");
+  printf("main_found %zu\nmain_depth %zu\nco_found %zu\nco_depth %zu\njunk_depth %zu\n", main_leaf.matches,
+         main_leaf.depth, co.matches, co.depth, junk_depth);
+  printf("samples %" PRIu64 "\ndropped_unwind %" PRIu64 "\n", st.samples, st.dropped[MI_PROF_DROP_UNWIND]);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   fork while an unwind is under way
+--------------------------------------------------------------------------------------------------- */
+
+/* The code the unwinder runs: libunwind's or libgcc's (fp: none of its own). */
+static const char *unwinder_object(void)
+{
+  const char *u = getenv("MIMALLOC_PROF_UNWIND");
+  if (u == NULL || strcmp(u, "auto") == 0 || strcmp(u, "libunwind") == 0) return "libunwind.so";
+  if (strcmp(u, "libgcc") == 0) return "libgcc_s.so";
+  die("forksig and forkinside need libunwind or libgcc");
+}
+
+static const char *target_object;  /* where the interrupted code must be */
+
+static bool interrupted_in_target(void *uc_arg)
+{
+  ucontext_t *uc = uc_arg;
+#if defined(__x86_64__)
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.pc;
+#elif defined(__i386__)
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
+#else
+  uintptr_t pc = 0;
+  (void)uc;
+#endif
+  Dl_info info;   /* dladdr is not async-signal-safe; the thread it interrupts is always in the library */
+  return pc != 0 && dladdr((void *)pc, &info) != 0 && info.dli_fname != NULL &&
+         strstr(info.dli_fname, target_object) != NULL;
+}
+
+/* Stats deltas a fork child sends its parent. */
+typedef struct child_report_s {
+  uint64_t samples, dropped_fork, dropped_unwind;
+} child_report_t;
+
+static int report_pipe[2];
+
+/* In a fork child: 8 allocations at rate 1 (all sampled), the stats they moved sent to the parent. */
+static _Noreturn void child_report(void)
+{
+  mi_prof_stats_t before = stats_now();
+  for (int i = 0; i < 8; i++) free(malloc(100));
+  mi_prof_stats_t after = stats_now();
+  child_report_t r = {after.samples - before.samples,
+                      after.dropped[MI_PROF_DROP_FORK] - before.dropped[MI_PROF_DROP_FORK],
+                      after.dropped[MI_PROF_DROP_UNWIND] - before.dropped[MI_PROF_DROP_UNWIND]};
+  _exit(write(report_pipe[1], &r, sizeof r) == sizeof r ? 0 : 1);
+}
+
+/* The parent's side: the child's report and its exit. */
+static void read_child(pid_t pid, const char *what)
+{
+  child_report_t r;
+  if (read(report_pipe[0], &r, sizeof r) != sizeof r) die("no report from the fork child");
+  int status;
+  if (waitpid(pid, &status, 0) != pid) die("waitpid failed");
+  printf("%s_exit %d\n%s_samples %" PRIu64 "\n%s_dropped_fork %" PRIu64 "\n%s_dropped_unwind %" PRIu64 "\n", what,
+         WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), what, r.samples, what,
+         r.dropped_fork, what, r.dropped_unwind);
+}
+
+/* forksig: the main thread samples at rate 1 while another thread signals it; the handler forks when it
+ * interrupted the unwinder (so the forking thread is itself inside it).  The fork handlers must not wait
+ * for that unwind, which can only finish once the handler returns; in the child it resumes and the
+ * child goes on sampling. */
+static volatile sig_atomic_t fork_done, in_child;
+static pid_t forked_pid;
+
+static void forking_handler(int sig, siginfo_t *si, void *uc)
+{
+  (void)sig, (void)si;
+  if (fork_done || !interrupted_in_target(uc)) return;
+  pid_t pid = fork();
+  if (pid == 0) in_child = 1;
+  forked_pid = pid;
+  fork_done = 1;
+}
+
+static void *signaller(void *arg)
+{
+  pthread_t target = *(pthread_t *)arg;
+  while (!fork_done) {
+    pthread_kill(target, SIGUSR1);
+    sched_yield();
+  }
+  return NULL;
+}
+
+static int mode_forksig(void)
+{
+  target_object = unwinder_object();
+  if (pipe(report_pipe) != 0) die("pipe failed");
+  struct sigaction sa = {.sa_sigaction = forking_handler, .sa_flags = SA_SIGINFO | SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGUSR1, &sa, NULL) != 0) die("sigaction failed");
+  start_rate(1);
+  pthread_t self = pthread_self(), th;
+  if (pthread_create(&th, NULL, signaller, &self) != 0) die("pthread_create failed");
+  unsigned long rounds = 0;
+  while (!fork_done) {
+    free(malloc(100));
+    rounds++;
+  }
+  if (in_child) child_report();
+  if (forked_pid < 0) die("fork failed");
+  if (pthread_join(th, NULL) != 0) die("pthread_join failed");
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  read_child(forked_pid, "child");
+  printf("parent_dropped_fork %" PRIu64 "\nparent_dropped_unwind %" PRIu64 "\n", st.dropped[MI_PROF_DROP_FORK],
+         st.dropped[MI_PROF_DROP_UNWIND]);
+  return 0;
+}
+
+/* forkinside: another thread is stopped (in a signal handler) inside the unwinder while the main thread
+ * forks.  In the child it never comes back, with whatever it held: the child must not call into an
+ * unwinder that may be locked (libgcc: its samples are dropped as MI_PROF_DROP_FORK; libunwind: the
+ * child unwinds with libgcc), and must not hang.  The parent loses nothing. */
+static int parked[2], unpark[2];
+static volatile sig_atomic_t stop_allocating;
+
+static volatile sig_atomic_t parked_once;   /* later signals, already sent, must not park it again */
+
+static void parking_handler(int sig, siginfo_t *si, void *uc)
+{
+  (void)sig, (void)si;
+  char c = 'p';
+  if (parked_once || !interrupted_in_target(uc)) return;
+  parked_once = 1;
+  if (write(parked[1], &c, 1) != 1 || read(unpark[0], &c, 1) != 1) _exit(3);
+}
+
+static void *allocating(void *arg)
+{
+  (void)arg;
+  while (!stop_allocating) free(malloc(100));
+  return NULL;
+}
+
+static int mode_forkinside(void)
+{
+  target_object = unwinder_object();
+  if (pipe(report_pipe) != 0 || pipe(parked) != 0 || pipe(unpark) != 0) die("pipe failed");
+  struct sigaction sa = {.sa_sigaction = parking_handler, .sa_flags = SA_SIGINFO | SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGUSR2, &sa, NULL) != 0) die("sigaction failed");
+  start_rate(1);
+  pthread_t th;
+  if (pthread_create(&th, NULL, allocating, NULL) != 0) die("pthread_create failed");
+  for (;;) {                       /* until the thread reports itself parked inside the unwinder */
+    pthread_kill(th, SIGUSR2);
+    struct pollfd p = {.fd = parked[0], .events = POLLIN};
+    if (poll(&p, 1, 0) == 1) break;
+    sched_yield();
+  }
+  char c;
+  if (read(parked[0], &c, 1) != 1) die("read failed");
+  pid_t pid = fork();
+  if (pid == 0) child_report();
+  if (pid < 0) die("fork failed");
+  read_child(pid, "child");
+  stop_allocating = 1;
+  if (write(unpark[1], &c, 1) != 1) die("write failed");
+  if (pthread_join(th, NULL) != 0) die("pthread_join failed");
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  printf("parent_dropped_fork %" PRIu64 "\nparent_dropped_unwind %" PRIu64 "\n", st.dropped[MI_PROF_DROP_FORK],
+         st.dropped[MI_PROF_DROP_UNWIND]);
+  return 0;
+}
+
+/* forkstorm [FORKS RATE]: 4 threads allocate (16..4111 bytes, a window of 64 live blocks each) at RATE
+ * (default 4096) while the main thread forks FORKS times (default 100) back to back; each child takes one
+ * sample of 1 MiB (p = 1) and exits 0 if it got a stack, 2 if it was dropped as MI_PROF_DROP_FORK.  The
+ * parent's samples and drops, and the children's outcomes (issue 10's fork window, measured). */
+static void *storm_thread(void *arg)
+{
+  uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ull | 1;
+  void *win[64] = {0};
+  while (!stop_allocating) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    unsigned slot = (unsigned)(x >> 40) % 64;
+    free(win[slot]);
+    win[slot] = malloc(16 + (size_t)(x % 4096));
+  }
+  for (int i = 0; i < 64; i++) free(win[i]);
+  return NULL;
+}
+
+static int mode_forkstorm(int argc, char **argv)
+{
+  size_t forks = argc > 2 ? arg_size(argv[2]) : 100, rate = argc > 3 ? arg_size(argv[3]) : 4096;
+  start_rate(rate);
+  pthread_t th[4];
+  for (uintptr_t i = 0; i < 4; i++)
+    if (pthread_create(&th[i], NULL, storm_thread, (void *)(i + 1)) != 0) die("pthread_create failed");
+  size_t with_stack = 0, without = 0, other = 0;
+  for (size_t i = 0; i < forks; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      mi_prof_stats_t before = stats_now();
+      free(malloc(1 << 20));
+      mi_prof_stats_t after = stats_now();
+      _exit(after.dropped[MI_PROF_DROP_FORK] != before.dropped[MI_PROF_DROP_FORK] ? 2 : 0);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) die("fork or waitpid failed");
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    with_stack += code == 0, without += code == 2, other += code != 0 && code != 2;
+  }
+  stop_allocating = 1;
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  uint64_t dropped = 0;
+  for (int r = 0; r < MI_PROF_DROP_REASONS; r++) dropped += st.dropped[r];
+  printf("samples %" PRIu64 "\ndropped %" PRIu64 "\ndropped_unwind %" PRIu64 "\ndropped_fork %" PRIu64 "\n",
+         st.samples, dropped, st.dropped[MI_PROF_DROP_UNWIND], st.dropped[MI_PROF_DROP_FORK]);
+  printf("children_with_stack %zu\nchildren_dropped_fork %zu\nchildren_other %zu\n", with_stack, without, other);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) die("usage: unwind_probe MODE ...");
+  const char *mode = argv[1];
+  if (strcmp(mode, "stackuse") == 0) return mode_stackuse();
+  if (strcmp(mode, "altstack") == 0) return mode_altstack(argc, argv);
+  if (strcmp(mode, "tinystack") == 0) return mode_tinystack(argc, argv);
+  if (strcmp(mode, "guardgap") == 0) return mode_guardgap();
+  if (strcmp(mode, "novmreadv") == 0) return mode_novmreadv(argc, argv);
+  if (strcmp(mode, "forksig") == 0) return mode_forksig();
+  if (strcmp(mode, "forkinside") == 0) return mode_forkinside();
+  if (strcmp(mode, "forkstorm") == 0) return mode_forkstorm(argc, argv);
+  die("unknown mode");
+  return 1;
+}
