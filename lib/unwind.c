@@ -342,13 +342,20 @@ static bool read_foreign(const uintptr_t *fp, uintptr_t record[2])
 static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
 {
   const thread_stack_t *s = &tstack;
+  /* The thread's proven range, for a record's address, as [lo, lo + span]: one comparison per frame.
+   * Empty: lo = 1, which no aligned address matches. */
+  uintptr_t lo = 1, span = 0;
+  if (s->hi - s->mapped_lo >= 2 * sizeof(uintptr_t)) {
+    lo = s->mapped_lo;
+    span = s->hi - lo - 2 * sizeof(uintptr_t);
+  }
   const uintptr_t *fp = (const uintptr_t *)__builtin_frame_address(0);
   bool own = true;                  /* fp is a frame of this library: this function's, to begin with */
   size_t n = 0;
   while (n < max) {
     uintptr_t at = (uintptr_t)fp, record[2];
     if ((at & (sizeof(uintptr_t) - 1)) != 0) break;
-    if (own || record_in(at, s->mapped_lo, s->hi) || record_in(at, s->alt_lo, s->alt_hi)) {
+    if (mprof_likely(at - lo <= span) || own || record_in(at, s->alt_lo, s->alt_hi)) {
       record[0] = fp[0];
       record[1] = fp[1];
     } else if (!read_foreign(fp, record)) {
@@ -357,8 +364,9 @@ static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
     uintptr_t ret = record[1];
     const uintptr_t *next = (const uintptr_t *)record[0];
     if (ret == 0) break;
-    own = own && MPROF_FRAME_POINTERS && n == 0 && in_self(ret);   /* the caller is ours too */
-    if (n > 0 || !in_self(ret)) out[n++] = ret;
+    bool leading_own = n == 0 && in_self(ret);   /* the caller is the library too: not reported */
+    if (!leading_own) out[n++] = ret;
+    own = own && leading_own && MPROF_FRAME_POINTERS;
     if (next <= fp) break;          /* a frame chain only moves towards the stack's base */
     fp = next;
   }
