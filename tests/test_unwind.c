@@ -260,6 +260,29 @@ START_TEST(unwind_fp_without_process_vm_readv)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------------
+   libunwind's cost: a thread's first samples are unwound by libgcc
+--------------------------------------------------------------------------------------------------- */
+
+#if HAVE_LIBUNWIND
+/* With libunwind, a new thread's first 8 samples are unwound by libgcc (libunwind's first unwind on a
+ * thread maps and fills a 256 KiB cache).  A thread samples three sites 8 times each, interleaved, so
+ * each site gets samples from both: a shallow call, 40 nested calls, and a signal handler (the signal
+ * frame is where unwinders differ most).  The stack table keeps one entry per distinct frame list, so
+ * one stack per site means both gave the same frames. */
+START_TEST(unwind_libgcc_and_libunwind_agree)
+{
+  probe_run_t run = run_unwind_probe("libunwind", NULL, (const char *const[]){"hybrid", NULL}, 0);
+  probe_assert_exit0(&run, "libunwind");
+  ck_assert_uint_eq(probe_value(&run, "stacks_probe_hyb_shallow"), 1);
+  ck_assert_uint_eq(probe_value(&run, "stacks_probe_hyb_deep"), 1);
+  ck_assert_uint_eq(probe_value(&run, "stacks_probe_hyb_handler"), 1);
+  ck_assert_uint_eq(probe_value(&run, "dropped_unwind"), 0);
+  probe_run_free(&run);
+}
+END_TEST
+#endif
+
+/* ---------------------------------------------------------------------------------------------------
    fork (issue 16 item 6, issue 10 item 3)
 --------------------------------------------------------------------------------------------------- */
 
@@ -332,6 +355,9 @@ Suite *unwind_suite(void)
   tcase_add_test(tc, unwind_tiny_thread_stacks);
   tcase_add_test(tc, unwind_fp_guard_gap);
   tcase_add_test(tc, unwind_fp_without_process_vm_readv);
+#if HAVE_LIBUNWIND
+  tcase_add_test(tc, unwind_libgcc_and_libunwind_agree);
+#endif
   tcase_add_test(tc, unwind_fork_in_handler_during_unwind);
   tcase_add_test(tc, unwind_fork_while_another_thread_unwinds);
   tcase_add_test(tc, unwind_fork_storm_parent_keeps_stacks);

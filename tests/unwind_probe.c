@@ -16,7 +16,13 @@
  *   guardgap            fp walk, run under `ulimit -s unlimited`: a malloc on a makecontext() stack whose
  *                       caller's frame pointer points into the unmapped gap below the main stack
  *   novmreadv ERRNO     process_vm_readv refused by a seccomp filter (ENOSYS or EPERM): the fp walk of a
- *                       malloc on a makecontext() stack, and of one with a junk frame pointer
+ *                       malloc on the main stack, on a makecontext() stack, and with a junk frame pointer
+ *   forksig             fork from a signal handler that interrupted the thread's own unwind (libgcc or
+ *                       libunwind); the child's samples
+ *   forkinside          fork while another thread is stopped inside the unwinder; the child's samples
+ *   forkstorm [N RATE]  4 threads allocate at RATE while the main thread forks N times; the samples lost
+ *   hybrid              rate 1: a thread samples three sites 8 times each (the first 8 samples of a
+ *                       thread go to libgcc where libunwind is the unwinder); stacks per site
  */
 #define _GNU_SOURCE 1
 
@@ -730,6 +736,66 @@ static int mode_forkstorm(int argc, char **argv)
   return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------------
+   hybrid: with libunwind, a thread's first samples are unwound by libgcc; both must give the same stack
+--------------------------------------------------------------------------------------------------- */
+
+#define HYBRID_ROUNDS 24           /* three times the samples a thread leaves to libgcc */
+
+NOINLINE void *probe_hyb_shallow(void)
+{
+  void *p = malloc(100);
+  probe_salt += 31;
+  return p;
+}
+
+NOINLINE void *probe_hyb_deep(unsigned n)
+{
+  void *p = n == 0 ? malloc(100) : probe_hyb_deep(n - 1);
+  probe_salt += n;
+  return p;
+}
+
+static void *handler_block;
+
+NOINLINE void probe_hyb_handler(int sig)
+{
+  (void)sig;
+  handler_block = malloc(100);
+  probe_salt += 33;
+}
+
+static void *hybrid_thread(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < HYBRID_ROUNDS; i++) {
+    switch (i % 3) {
+    case 0: free(probe_hyb_shallow()); break;
+    case 1: free(probe_hyb_deep(40)); break;
+    default: raise(SIGUSR1), free(handler_block); break;
+    }
+  }
+  return NULL;
+}
+
+/* Allocated blocks are freed at once: the visit needs MIMALLOC_PROF_ACCUM=1 (the default). */
+static int mode_hybrid(void)
+{
+  struct sigaction sa = {.sa_handler = probe_hyb_handler};
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGUSR1, &sa, NULL) != 0) die("sigaction failed");
+  start_rate(1);
+  pthread_t th;
+  if (pthread_create(&th, NULL, hybrid_thread, NULL) != 0 || pthread_join(th, NULL) != 0)
+    die("cannot run the thread");
+  static const char *const sites[] = {"probe_hyb_shallow", "probe_hyb_deep", "probe_hyb_handler"};
+  for (int i = 0; i < 3; i++) printf("stacks_%s %zu\n", sites[i], find_leaf(sites[i]).matches);
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  printf("dropped_unwind %" PRIu64 "\n", st.dropped[MI_PROF_DROP_UNWIND]);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) die("usage: unwind_probe MODE ...");
@@ -742,6 +808,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "forksig") == 0) return mode_forksig();
   if (strcmp(mode, "forkinside") == 0) return mode_forkinside();
   if (strcmp(mode, "forkstorm") == 0) return mode_forkstorm(argc, argv);
+  if (strcmp(mode, "hybrid") == 0) return mode_hybrid();
   die("unknown mode");
   return 1;
 }
