@@ -2,7 +2,7 @@
  * (the loader's lock), the stack budget (alternate signal stacks, small thread stacks), the fp walk's
  * reads (the main stack's guard gap, no process_vm_readv) and fork while an unwind is under way.
  *
- * Each case runs tests/unwind_probe or tests/loader_probe in a subprocess, one unwinder per run, with a
+ * Each case runs tests/unwind_probe, fork_probe or loader_probe in a subprocess, one unwinder per run, with a
  * watchdog (alarm(2) through exec): a deadlock ends as SIGALRM and a failed test, never a hung suite.
  * Nothing here sleeps: the probes synchronise with pipes and the kernel's view of their threads.
  * The cases issue 16 reproduced (the constructor, the 8 KiB alternate stack) run RUNS times each.
@@ -42,8 +42,8 @@ static unsigned budget(const char *unwinder)
   return strcmp(unwinder, "libgcc") == 0 ? BUDGET_LIBGCC : BUDGET_LIBUNWIND;
 }
 
-static probe_run_t run_unwind_probe(const char *unwinder, const char *const *extra_env,
-                                    const char *const *args, rlim_t stack_limit)
+static probe_run_t run_probe_as(const char *probe, const char *unwinder, const char *const *extra_env,
+                                 const char *const *args, rlim_t stack_limit)
 {
   char var[64];
   const char *env[8] = {NULL};
@@ -52,7 +52,18 @@ static probe_run_t run_unwind_probe(const char *unwinder, const char *const *ext
   env[n++] = var;
   for (size_t i = 0; extra_env != NULL && extra_env[i] != NULL && n < 7; i++) env[n++] = extra_env[i];
   probe_opts_t opts = {.env = env, .stack_limit = stack_limit, .watchdog_s = 60};
-  return probe_run(probe_getenv("MPROF_TEST_UNWIND_PROBE"), args, &opts);
+  return probe_run(probe_getenv(probe), args, &opts);
+}
+
+static probe_run_t run_unwind_probe(const char *unwinder, const char *const *extra_env,
+                                    const char *const *args, rlim_t stack_limit)
+{
+  return run_probe_as("MPROF_TEST_UNWIND_PROBE", unwinder, extra_env, args, stack_limit);
+}
+
+static probe_run_t run_fork_probe(const char *unwinder, const char *const *args)
+{
+  return run_probe_as("MPROF_TEST_FORK_PROBE", unwinder, NULL, args, 0);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -294,7 +305,7 @@ START_TEST(unwind_fork_in_handler_during_unwind)
 {
   for (size_t u = 0; u < N_UNWINDERS; u++) {
     if (strcmp(all_unwinders[u], "fp") == 0) continue;
-    probe_run_t run = run_unwind_probe(all_unwinders[u], NULL, (const char *const[]){"forksig", NULL}, 0);
+    probe_run_t run = run_fork_probe(all_unwinders[u], (const char *const[]){"forksig", NULL});
     probe_assert_exit0(&run, all_unwinders[u]);
     ck_assert_uint_eq(probe_value(&run, "child_exit"), 0);
     ck_assert_uint_eq(probe_value(&run, "child_samples"), 8);
@@ -313,7 +324,7 @@ START_TEST(unwind_fork_while_another_thread_unwinds)
   for (size_t u = 0; u < N_UNWINDERS; u++) {
     if (strcmp(all_unwinders[u], "fp") == 0) continue;   /* takes no lock: nothing to stop inside */
     bool libgcc = strcmp(all_unwinders[u], "libgcc") == 0;
-    probe_run_t run = run_unwind_probe(all_unwinders[u], NULL, (const char *const[]){"forkinside", NULL}, 0);
+    probe_run_t run = run_fork_probe(all_unwinders[u], (const char *const[]){"forkinside", NULL});
     probe_assert_exit0(&run, all_unwinders[u]);
     ck_assert_uint_eq(probe_value(&run, "child_exit"), 0);
     ck_assert_uint_eq(probe_value(&run, "child_samples"), libgcc ? 0 : 8);
@@ -330,7 +341,7 @@ END_TEST
 START_TEST(unwind_fork_storm_parent_keeps_stacks)
 {
   for (size_t u = 0; u < N_UNWINDERS; u++) {
-    probe_run_t run = run_unwind_probe(all_unwinders[u], NULL, (const char *const[]){"forkstorm", "20", "4096", NULL}, 0);
+    probe_run_t run = run_fork_probe(all_unwinders[u], (const char *const[]){"forkstorm", "20", "4096", NULL});
     probe_assert_exit0(&run, all_unwinders[u]);
     ck_assert_uint_gt(probe_value(&run, "samples"), 0);
     ck_assert_uint_eq(probe_value(&run, "dropped"), 0);

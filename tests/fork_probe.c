@@ -1,0 +1,273 @@
+/* fork_probe.c - fork while an unwind is under way, for tests/test_unwind.c (one unwinder per run,
+ * MIMALLOC_PROF_UNWIND).  Prints "key value" lines; something the test cannot see going wrong prints
+ * "fork_probe: ..." on stderr and exits with status 1.
+ *
+ * Modes (argv[1]):
+ *   forksig             fork from a signal handler that interrupted the thread's own unwind (libgcc or
+ *                       libunwind); the child's samples
+ *   forkinside          fork while another thread is stopped inside the unwinder; the child's samples
+ *   forkstorm [N RATE]  4 threads allocate at RATE while the main thread forks N times; the samples lost
+ */
+#define _GNU_SOURCE 1
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "mimalloc-prof.h"
+
+#define PROBE_NAME "fork_probe"
+#include "probe_util.h"
+
+static void start_rate(size_t rate)
+{
+  if (!mi_prof_start_seeded(rate, 0xf0c5ull)) die("mi_prof_start_seeded failed");
+}
+
+static volatile sig_atomic_t stop_allocating;
+
+/* ---------------------------------------------------------------------------------------------------
+   fork while an unwind is under way
+--------------------------------------------------------------------------------------------------- */
+
+/* The code the unwinder runs: libunwind's or libgcc's (fp: none of its own). */
+static const char *unwinder_object(void)
+{
+  const char *u = getenv("MIMALLOC_PROF_UNWIND");
+  if (u == NULL || strcmp(u, "auto") == 0 || strcmp(u, "libunwind") == 0) return "libunwind.so";
+  if (strcmp(u, "libgcc") == 0) return "libgcc_s.so";
+  die("forksig and forkinside need libunwind or libgcc");
+}
+
+static const char *target_object;  /* where the interrupted code must be */
+
+static bool interrupted_in_target(void *uc_arg)
+{
+  ucontext_t *uc = uc_arg;
+#if defined(__x86_64__)
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.pc;
+#elif defined(__i386__)
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
+#else
+  uintptr_t pc = 0;
+  (void)uc;
+#endif
+  Dl_info info;   /* dladdr is not async-signal-safe; the thread it interrupts is always in the library */
+  return pc != 0 && dladdr((void *)pc, &info) != 0 && info.dli_fname != NULL &&
+         strstr(info.dli_fname, target_object) != NULL;
+}
+
+/* Stats deltas a fork child sends its parent. */
+typedef struct child_report_s {
+  uint64_t samples, dropped_fork, dropped_unwind;
+} child_report_t;
+
+static int report_pipe[2];
+
+/* In a fork child: 8 allocations at rate 1 (all sampled), the stats they moved sent to the parent. */
+static _Noreturn void child_report(void)
+{
+  mi_prof_stats_t before = stats_now();
+  for (int i = 0; i < 8; i++) free(malloc(100));
+  mi_prof_stats_t after = stats_now();
+  child_report_t r = {after.samples - before.samples,
+                      after.dropped[MI_PROF_DROP_FORK] - before.dropped[MI_PROF_DROP_FORK],
+                      after.dropped[MI_PROF_DROP_UNWIND] - before.dropped[MI_PROF_DROP_UNWIND]};
+  _exit(write(report_pipe[1], &r, sizeof r) == sizeof r ? 0 : 1);
+}
+
+/* The parent's side: the child's report and its exit. */
+static void read_child(pid_t pid, const char *what)
+{
+  child_report_t r;
+  if (read(report_pipe[0], &r, sizeof r) != sizeof r) die("no report from the fork child");
+  int status;
+  if (waitpid(pid, &status, 0) != pid) die("waitpid failed");
+  printf("%s_exit %d\n%s_samples %" PRIu64 "\n%s_dropped_fork %" PRIu64 "\n%s_dropped_unwind %" PRIu64 "\n", what,
+         WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), what, r.samples, what,
+         r.dropped_fork, what, r.dropped_unwind);
+}
+
+/* forksig: the main thread samples at rate 1 while another thread signals it; the handler forks when it
+ * interrupted the unwinder (so the forking thread is itself inside it).  The fork handlers must not wait
+ * for that unwind, which can only finish once the handler returns; in the child it resumes and the
+ * child goes on sampling. */
+static volatile sig_atomic_t fork_done, in_child;
+static pid_t forked_pid;
+
+static void forking_handler(int sig, siginfo_t *si, void *uc)
+{
+  (void)sig, (void)si;
+  if (fork_done || !interrupted_in_target(uc)) return;
+  pid_t pid = fork();
+  if (pid == 0) in_child = 1;
+  forked_pid = pid;
+  fork_done = 1;
+}
+
+static void *signaller(void *arg)
+{
+  pthread_t target = *(pthread_t *)arg;
+  while (!fork_done) {
+    pthread_kill(target, SIGUSR1);
+    sched_yield();
+  }
+  return NULL;
+}
+
+static int mode_forksig(void)
+{
+  target_object = unwinder_object();
+  if (pipe(report_pipe) != 0) die("pipe failed");
+  struct sigaction sa = {.sa_sigaction = forking_handler, .sa_flags = SA_SIGINFO | SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGUSR1, &sa, NULL) != 0) die("sigaction failed");
+  start_rate(1);
+  pthread_t self = pthread_self(), th;
+  if (pthread_create(&th, NULL, signaller, &self) != 0) die("pthread_create failed");
+  unsigned long rounds = 0;
+  while (!fork_done) {
+    free(malloc(100));
+    rounds++;
+  }
+  if (in_child) child_report();
+  if (forked_pid < 0) die("fork failed");
+  if (pthread_join(th, NULL) != 0) die("pthread_join failed");
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  read_child(forked_pid, "child");
+  printf("parent_dropped_fork %" PRIu64 "\nparent_dropped_unwind %" PRIu64 "\n", st.dropped[MI_PROF_DROP_FORK],
+         st.dropped[MI_PROF_DROP_UNWIND]);
+  return 0;
+}
+
+/* forkinside: another thread is stopped (in a signal handler) inside the unwinder while the main thread
+ * forks.  In the child it never comes back, with whatever it held: the child must not call into an
+ * unwinder that may be locked (libgcc: its samples are dropped as MI_PROF_DROP_FORK; libunwind: the
+ * child unwinds with libgcc), and must not hang.  The parent loses nothing. */
+static int parked[2], unpark[2];
+
+static volatile sig_atomic_t parked_once;   /* later signals, already sent, must not park it again */
+
+static void parking_handler(int sig, siginfo_t *si, void *uc)
+{
+  (void)sig, (void)si;
+  char c = 'p';
+  if (parked_once || !interrupted_in_target(uc)) return;
+  parked_once = 1;
+  if (write(parked[1], &c, 1) != 1 || read(unpark[0], &c, 1) != 1) _exit(3);
+}
+
+static void *allocating(void *arg)
+{
+  (void)arg;
+  while (!stop_allocating) free(malloc(100));
+  return NULL;
+}
+
+static int mode_forkinside(void)
+{
+  target_object = unwinder_object();
+  if (pipe(report_pipe) != 0 || pipe(parked) != 0 || pipe(unpark) != 0) die("pipe failed");
+  struct sigaction sa = {.sa_sigaction = parking_handler, .sa_flags = SA_SIGINFO | SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGUSR2, &sa, NULL) != 0) die("sigaction failed");
+  start_rate(1);
+  pthread_t th;
+  if (pthread_create(&th, NULL, allocating, NULL) != 0) die("pthread_create failed");
+  for (;;) {                       /* until the thread reports itself parked inside the unwinder */
+    pthread_kill(th, SIGUSR2);
+    struct pollfd p = {.fd = parked[0], .events = POLLIN};
+    if (poll(&p, 1, 0) == 1) break;
+    sched_yield();
+  }
+  char c;
+  if (read(parked[0], &c, 1) != 1) die("read failed");
+  pid_t pid = fork();
+  if (pid == 0) child_report();
+  if (pid < 0) die("fork failed");
+  read_child(pid, "child");
+  stop_allocating = 1;
+  if (write(unpark[1], &c, 1) != 1) die("write failed");
+  if (pthread_join(th, NULL) != 0) die("pthread_join failed");
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  printf("parent_dropped_fork %" PRIu64 "\nparent_dropped_unwind %" PRIu64 "\n", st.dropped[MI_PROF_DROP_FORK],
+         st.dropped[MI_PROF_DROP_UNWIND]);
+  return 0;
+}
+
+/* forkstorm [FORKS RATE]: 4 threads allocate (16..4111 bytes, a window of 64 live blocks each) at RATE
+ * (default 4096) while the main thread forks FORKS times (default 100) back to back; each child takes one
+ * sample of 1 MiB (p = 1) and exits 0 if it got a stack, 2 if it was dropped as MI_PROF_DROP_FORK.  The
+ * parent's samples and drops, and the children's outcomes (issue 10's fork window, measured). */
+static void *storm_thread(void *arg)
+{
+  uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ull | 1;
+  void *win[64] = {0};
+  while (!stop_allocating) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    unsigned slot = (unsigned)(x >> 40) % 64;
+    free(win[slot]);
+    win[slot] = malloc(16 + (size_t)(x % 4096));
+  }
+  for (int i = 0; i < 64; i++) free(win[i]);
+  return NULL;
+}
+
+static int mode_forkstorm(int argc, char **argv)
+{
+  size_t forks = argc > 2 ? arg_size(argv[2]) : 100, rate = argc > 3 ? arg_size(argv[3]) : 4096;
+  start_rate(rate);
+  pthread_t th[4];
+  for (uintptr_t i = 0; i < 4; i++)
+    if (pthread_create(&th[i], NULL, storm_thread, (void *)(i + 1)) != 0) die("pthread_create failed");
+  size_t with_stack = 0, without = 0, other = 0;
+  for (size_t i = 0; i < forks; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      mi_prof_stats_t before = stats_now();
+      free(malloc(1 << 20));
+      mi_prof_stats_t after = stats_now();
+      _exit(after.dropped[MI_PROF_DROP_FORK] != before.dropped[MI_PROF_DROP_FORK] ? 2 : 0);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) die("fork or waitpid failed");
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    with_stack += code == 0, without += code == 2, other += code != 0 && code != 2;
+  }
+  stop_allocating = 1;
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  uint64_t dropped = 0;
+  for (int r = 0; r < MI_PROF_DROP_REASONS; r++) dropped += st.dropped[r];
+  printf("samples %" PRIu64 "\ndropped %" PRIu64 "\ndropped_unwind %" PRIu64 "\ndropped_fork %" PRIu64 "\n",
+         st.samples, dropped, st.dropped[MI_PROF_DROP_UNWIND], st.dropped[MI_PROF_DROP_FORK]);
+  printf("children_with_stack %zu\nchildren_dropped_fork %zu\nchildren_other %zu\n", with_stack, without, other);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) die("usage: fork_probe MODE ...");
+  const char *mode = argv[1];
+  if (strcmp(mode, "forksig") == 0) return mode_forksig();
+  if (strcmp(mode, "forkinside") == 0) return mode_forkinside();
+  if (strcmp(mode, "forkstorm") == 0) return mode_forkstorm(argc, argv);
+  die("unknown mode");
+  return 1;
+}
