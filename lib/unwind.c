@@ -36,6 +36,13 @@
  * thread inside libgcc's unwinder (or priming) records its samples without a stack (MI_PROF_DROP_FORK).
  * fork() copies the memory at one instant, so the count of such threads that the child inherits says
  * exactly that.  The fp walk takes no lock and works everywhere.
+ *
+ * Async-signal safety: a sample may be taken in a signal handler that allocates.  mprof_unwind_room()
+ * and mprof_unwind() use this thread's TLS, atomics and system calls (sigaltstack, process_vm_readv)
+ * besides the unwinders, which are primed beforehand (libunwind masks signals around its locks; libgcc
+ * takes none).  The exception is a thread's first sample, which looks up its stack bounds with
+ * pthread_getattr_np (it allocates, and reads /proc on the main thread); on an alternate signal stack
+ * that lookup waits for a later sample.
  */
 #include "internal.h"
 
@@ -56,17 +63,26 @@
 
 /* A thread's first samples that libgcc unwinds where libunwind is the unwinder.  libunwind's first unwind
  * on a thread costs ~72 k instructions and 64 page faults (it maps a 256 KiB cache and writes all of it)
- * plus an munmap at thread exit; libgcc costs ~15-25 k instructions more than a warm libunwind per sample
- * (bench/thread_churn.c under callgrind), so the cache pays for itself after roughly eight samples. */
+ * plus an munmap at thread exit; libgcc costs 15-60 k instructions more than a warm libunwind per sample
+ * (depths 5 to 32; callgrind on bench/thread_churn.c and bench/sample_cost.c), so the cache pays for
+ * itself after roughly eight samples. */
 #define LIBGCC_FIRST 8
 
 /* Stack a sample may use below mprof_unwind_room()'s frame with each unwinder, besides the frame buffer:
  * the unwinder and what runs after it (interning, the sampled-block heap, the record).  Measured with
  * tests/unwind_probe ("stackuse", x86-64: about 0.5, 2.0 and 5.3 KiB below malloc's caller, the first
- * sample on a thread included) and rounded up by a third or more: doc/design.md, "Stacks". */
+ * sample on a thread included) and rounded up by a third or more: doc/design.md, "Stacks".  Elsewhere
+ * frames and register sets are larger (aarch64: 97 DWARF registers, a 4.5 KiB ucontext_t), hence twice
+ * that for libgcc and fp, and libunwind's context and cursor (two copies of each live at once) counted
+ * by their sizes: 7040 bytes on x86-64. */
+#if defined(__x86_64__) || defined(__i386__)
 #define NEED_FP        1024
 #define NEED_LIBGCC    3072
-#define NEED_LIBUNWIND 7168
+#else
+#define NEED_FP        2048
+#define NEED_LIBGCC    6144
+#endif
+#define NEED_LIBUNWIND (2 * (sizeof(unw_context_t) + sizeof(unw_cursor_t)) + 3072)
 
 #define PAGE_FLOOR(x) ((x) & ~(uintptr_t)4095)   /* a page of at least 4 KiB holds x */
 
@@ -128,27 +144,30 @@ typedef struct code_range_s {
   uintptr_t lo, hi;                /* its executable segments, 0 and 0 when not a shared object */
 } code_range_t;
 
+/* dl_iterate_phdr callback filling an array of two code ranges. */
 static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void)size;
-  code_range_t *r = arg;
-  uintptr_t probe = r->probe, lo = UINTPTR_MAX, hi = 0;
-  bool mine = false;
+  code_range_t *want = arg;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
     uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
-    if (probe - start < end - start) mine = true;
     if (start < lo) lo = start;
     if (end > hi) hi = end;
   }
-  if (!mine) return 0;
-  /* In a static link the library's code is the program's: then nothing can be told apart by
-   * address, and no frame is skipped (drop_frames in the profile still hides the entry points). */
-  if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0') return 1;
-  r->lo = lo;
-  r->hi = hi;
-  return 1;
+  /* In a static link the library's code is the program's (the object without a name): then nothing can
+   * be told apart by address, and no frame is skipped (drop_frames in the profile still hides the entry
+   * points). */
+  bool named = info->dlpi_name != NULL && info->dlpi_name[0] != '\0';
+  for (int k = 0; k < 2; k++) {
+    if (named && lo <= hi && want[k].probe - lo < hi - lo) {
+      want[k].lo = lo;
+      want[k].hi = hi;
+    }
+  }
+  return want[0].hi != 0 && want[1].hi != 0;     /* both found: stop */
 }
 
 static const char *const unwinder_name[] = {
@@ -160,17 +179,15 @@ mprof_unwinder_t mprof_unwind_current(void) { return __atomic_load_n(&unwinder, 
 
 static void stack_lookup(thread_stack_t *s);
 
-/* At load (from the constructor, before any session): where our code is, which unwinder
- * MIMALLOC_PROF_UNWIND asks for, and the loading thread's stack (the main thread's, when the library is
- * loaded with the program: its lookup reads /proc and allocates, which is better done now than inside a
- * sample). */
+/* At load (from the constructor, before any session): where our code is (and the C library's), and which
+ * unwinder MIMALLOC_PROF_UNWIND asks for.  Nothing more: a process that never samples pays for nothing
+ * else. */
 void mprof_unwind_init(void)
 {
-  code_range_t self = {(uintptr_t)&mprof_unwind_init, 0, 0}, libc = {(uintptr_t)&pthread_getattr_np, 0, 0};
-  dl_iterate_phdr(find_code, &self);
-  dl_iterate_phdr(find_code, &libc);
-  self_lo = self.lo, self_hi = self.hi;
-  libc_lo = libc.lo, libc_hi = libc.hi;
+  code_range_t code[2] = {{(uintptr_t)&mprof_unwind_init, 0, 0}, {(uintptr_t)&pthread_getattr_np, 0, 0}};
+  dl_iterate_phdr(find_code, code);
+  self_lo = code[0].lo, self_hi = code[0].hi;
+  libc_lo = code[1].lo, libc_hi = code[1].hi;
   uint64_t want = mprof_option(MPROF_OPT_UNWIND);
 #if !HAVE_LIBUNWIND
   if (want == MPROF_UNWIND_LIBUNWIND) {
@@ -180,16 +197,18 @@ void mprof_unwind_init(void)
 #endif
   if (want == MPROF_UNWIND_AUTO) want = HAVE_LIBUNWIND ? MPROF_UNWIND_LIBUNWIND : MPROF_UNWIND_LIBGCC;
   __atomic_store_n(&unwinder, (mprof_unwinder_t)want, __ATOMIC_RELAXED);
-  stack_lookup(&tstack);
 }
 
 /* From mi_prof_start, before it takes any lock (its caller raised the guard: what the loader allocates is
- * not sampled).  The first caller loads libunwind and primes libgcc (glibc's backtrace() dlopens it and
- * allocates on its first call; libgcc also serves a thread's first samples and fork children); every
- * other caller returns at once, whether or not that is finished (see the top of this file).  Priming
- * counts as being inside libgcc for a fork child (its dlopen may hold the loader's write lock). */
+ * not sampled).  Looks up the calling thread's stack (the main thread's, usually: that lookup reads /proc,
+ * better done here than in a sample).  The first caller loads libunwind and primes libgcc (glibc's
+ * backtrace() dlopens it and allocates on its first call; libgcc also serves a thread's first samples
+ * and fork children); every other caller returns at once, whether or not that is finished (see the top
+ * of this file).  Priming counts as being inside libgcc for a fork child (its dlopen may hold the
+ * loader's write lock). */
 void mprof_unwind_prime(void)
 {
+  if (tstack.hi == 0) stack_lookup(&tstack);
   if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_FP) return;
   int expected = PRIME_NOT;
   if (!__atomic_compare_exchange_n(&prime_state, &expected, PRIME_BUSY, false, __ATOMIC_ACQUIRE,
@@ -274,10 +293,6 @@ static bool libc_allocating(void)
 static size_t stack_left(thread_stack_t *s, uintptr_t sp)
 {
   s->alt_lo = s->alt_hi = 0;
-  if (mprof_unlikely(s->hi == 0)) {
-    if (libc_allocating()) return SIZE_MAX;    /* not looked up yet: unknown for this sample */
-    stack_lookup(s);
-  }
   if (mprof_likely(in_span(sp, s->lo, s->hi))) {
     if (sp < s->mapped_lo) s->mapped_lo = PAGE_FLOOR(sp);
     return sp - s->lo;
@@ -289,7 +304,11 @@ static size_t stack_left(thread_stack_t *s, uintptr_t sp)
     s->alt_hi = (uintptr_t)ss.ss_sp + ss.ss_size;
     return sp - (uintptr_t)ss.ss_sp;
   }
-  return SIZE_MAX;
+  if (s->hi != 0 || libc_allocating()) return SIZE_MAX;   /* unknown: not the thread's stack, or not yet */
+  stack_lookup(s);                 /* the thread's first sample, off any alternate stack */
+  if (!in_span(sp, s->lo, s->hi)) return SIZE_MAX;
+  if (sp < s->mapped_lo) s->mapped_lo = PAGE_FLOOR(sp);
+  return sp - s->lo;
 }
 
 /* Stack needed to unwind max frames with an unwinder whose own need is `base` (see NEED_*). */

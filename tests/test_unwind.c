@@ -29,11 +29,11 @@ static const char *const all_unwinders[] = {
 };
 #define N_UNWINDERS (sizeof all_unwinders / sizeof all_unwinders[0])
 
-/* The stack budget mimalloc_prof(3) documents (STACK TRACES), per unwinder, besides 8 bytes per frame of
- * MIMALLOC_PROF_BT_MAX + 16; and what a thread's first sample needs to look its stack up. */
+/* The stack budget mimalloc_prof(3) documents (STACK TRACES) for x86-64, per unwinder, besides 8 bytes
+ * per frame of MIMALLOC_PROF_BT_MAX + 16; and what a thread's first sample needs to look its stack up. */
 #define BUDGET_FP        1024u
 #define BUDGET_LIBGCC    3072u
-#define BUDGET_LIBUNWIND 7168u
+#define BUDGET_LIBUNWIND 7040u
 #define BUDGET_LOOKUP    2048u
 
 static unsigned budget(const char *unwinder)
@@ -117,9 +117,13 @@ END_TEST
 /* Stack used below malloc's caller, on a thread whose stack is painted: a sample takes at most the
  * documented budget for its unwinder plus its frame buffer (a measurement from the caller includes the
  * library's entry frames too, so this is stricter than the check the library makes); a thread's first
- * sample also looks up its stack.  Nothing is dropped on a 1 MiB stack. */
+ * sample also looks up its stack.  Nothing is dropped on a 1 MiB stack.  The budgets were measured on
+ * x86-64; elsewhere the stack tests below check what matters: no overflow. */
 START_TEST(unwind_stack_use_within_budget)
 {
+#if !defined(__x86_64__)
+  return;
+#endif
   static const unsigned bt_max[] = {64, 256};
   for (size_t u = 0; u < N_UNWINDERS; u++) {
     for (size_t b = 0; b < 2; b++) {
