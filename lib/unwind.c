@@ -270,8 +270,8 @@ static void stack_lookup(thread_stack_t *s)
  * main thread), so a lookup of ours from inside it would wait for that lock forever (found by
  * tests/unwind_probe "tinystack"; Rust's std calls it whenever a thread starts): the lookup waits for an
  * allocation of the program's own.  The caller is the first return address past the library's frames,
- * which keep frame pointers; without them we cannot tell, and say yes (no lookup but the main thread's,
- * at load). */
+ * which keep frame pointers; without them we cannot tell, and say yes (then only mi_prof_start's thread
+ * is looked up, from mprof_unwind_prime). */
 static bool libc_allocating(void)
 {
 #if MPROF_FRAME_POINTERS
@@ -332,17 +332,17 @@ MPROF_NOINLINE bool mprof_unwind_room(size_t max)
    Frame pointers
 --------------------------------------------------------------------------------------------------- */
 
-/* Reads a frame record (saved frame pointer, return address) that lies outside the memory proven mapped:
- * on a coroutine or fiber stack (makecontext, swapcontext) whose extent we do not know, or a junk frame
- * pointer.  The kernel checks the address for us (EFAULT for an unmapped or unreadable page), so a stale
- * frame pointer ends the walk but never faults it.  Where the call is refused (ENOSYS, EPERM), that is
- * remembered and the walk ends there from then on. */
 /* A frame record (16 bytes on 64-bit) lies inside [lo, hi).  No `at + 16 <= hi`: junk near 2^64 wraps. */
 static inline bool record_in(uintptr_t at, uintptr_t lo, uintptr_t hi)
 {
   return hi - lo >= 2 * sizeof(uintptr_t) && at - lo <= hi - lo - 2 * sizeof(uintptr_t);
 }
 
+/* Reads a frame record (saved frame pointer, return address) that lies outside the memory proven mapped:
+ * on a coroutine or fiber stack (makecontext, swapcontext) whose extent we do not know, or a junk frame
+ * pointer.  The kernel checks the address for us (EFAULT for an unmapped or unreadable page), so a stale
+ * frame pointer ends the walk but never faults it.  Where the call is refused (ENOSYS, EPERM), that is
+ * remembered and the walk ends there from then on. */
 static bool read_foreign(const uintptr_t *fp, uintptr_t record[2])
 {
   if (__atomic_load_n(&vm_readv_refused, __ATOMIC_RELAXED)) return false;
