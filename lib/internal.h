@@ -96,6 +96,11 @@ typedef enum mprof_option_e {
 void        mprof_options_init(void);
 uint64_t    mprof_option(mprof_option_t id);
 const char *mprof_option_str(mprof_option_t id);
+/* Parses `text` as the value of the environment option `name` with the start-up parser, without
+ * clipping: 1 valid (*value set; a string option's value points into text), 0 malformed or out of range
+ * (why: a phrase such as "is not a byte count", to follow the value), -1 no option has that name.
+ * For the mimalloc-prof command, which compiles options.c in; needs no initialisation, allocates nothing. */
+int         mprof_option_parse(const char *name, const char *text, uint64_t *value, char *why, size_t why_len);
 
 /* "warn.c" */
 void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

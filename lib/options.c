@@ -178,6 +178,11 @@ static const char *default_text(const opt_desc_t *d, char *buf, size_t len)
   }
 }
 
+static bool in_range(const opt_desc_t *d, uint64_t v)
+{
+  return d->kind == OPT_STRING || (v >= d->min && v <= d->max);
+}
+
 static void read_option(mprof_option_t id)
 {
   const opt_desc_t *d = &opt_desc[id];
@@ -189,7 +194,7 @@ static void read_option(mprof_option_t id)
     mprof_warn("%s=\"%s\" is %s; using %s", d->name, s, kind_word(d->kind), default_text(d, buf, sizeof buf));
     return;
   }
-  if (d->kind != OPT_STRING && (v < d->min || v > d->max)) {
+  if (!in_range(d, v)) {
     uint64_t used = d->range == MPROF_CLIP ? (v < d->min ? d->min : d->max) : d->dflt;
     mprof_warn("%s=\"%s\" is outside %llu..%llu; using %llu", d->name, s, (unsigned long long)d->min,
                (unsigned long long)d->max, (unsigned long long)used);
@@ -211,4 +216,26 @@ const char *mprof_option_str(mprof_option_t id)
 {
   if (opt_value[id] != 0) return (const char *)(uintptr_t)opt_value[id];
   return id == MPROF_OPT_PREFIX ? "mimalloc-prof" : "";
+}
+
+/* For the mimalloc-prof command, which compiles this file in to check values before it starts a
+ * program: the same parsing and range check as at start-up, but nothing is clipped or replaced. */
+int mprof_option_parse(const char *name, const char *text, uint64_t *value, char *why, size_t why_len)
+{
+  const opt_desc_t *d = NULL;
+  for (int id = 0; id < MPROF_OPT_COUNT && d == NULL; id++) {
+    if (strcmp(opt_desc[id].name, name) == 0) d = &opt_desc[id];
+  }
+  if (d == NULL) return -1;
+  uint64_t v;
+  if (!parse_value(d, text, &v)) {
+    snprintf(why, why_len, "is %s", kind_word(d->kind));
+    return 0;
+  }
+  if (!in_range(d, v)) {
+    snprintf(why, why_len, "is outside %llu..%llu", (unsigned long long)d->min, (unsigned long long)d->max);
+    return 0;
+  }
+  *value = v;
+  return 1;
 }
