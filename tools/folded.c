@@ -1,0 +1,2 @@
+#include "tool.h"
+int cmd_folded(int argc, char **argv) { (void)argc, (void)argv; return tool_error("not yet"); }

@@ -1,0 +1,501 @@
+/* pbuild.c - builds a new profile, interning every part: equal strings, functions, mappings, locations
+ * and samples are stored once.  symbolize, merge and diff write their results through it.
+ *
+ * Merging follows pprof's rules: the profiles must have the same sample types and period type; a
+ * mapping of the same file (build ID or name, file offset and size) is shared, and the addresses of the
+ * later profiles' locations in it move by the difference of the start addresses (each process has its
+ * own load address); locations are equal when mapping, address and lines are; samples are equal when
+ * their locations are, and their values add up.  The period becomes the largest, the time the earliest.
+ * Labels are not kept (the library writes none).
+ */
+#include "tool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* An open-addressing index of entry numbers (slot = entry + 1, 0 = empty), with each entry's hash kept
+ * beside it for growing. */
+typedef struct htab_s {
+  uint32_t *slot;
+  size_t    cap;                 /* a power of two, at least twice the entries */
+  uint64_t *hash;                /* by entry */
+  size_t    hash_cap;
+} htab_t;
+
+struct pbuild_s {
+  profile_t     p;
+  char        **strings;
+  size_t        n_strings, cap_strings;
+  htab_t        string_ix;
+  function_t  **functions;
+  size_t        n_functions, cap_functions;
+  htab_t        function_ix;
+  mapping_t   **mappings;
+  size_t        n_mappings, cap_mappings;
+  htab_t        mapping_ix;
+  location_t  **locations;
+  size_t        n_locations, cap_locations;
+  htab_t        location_ix;
+  sample_t    **samples;
+  size_t        n_samples, cap_samples;
+  htab_t        sample_ix;
+  size_t        n_values;
+  bool          failed;
+};
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t str_hash(const char *s)
+{
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+/* Makes room for entry number `n` in an array of pointers. */
+static bool grow(pbuild_t *b, void *array, size_t *cap, size_t n)
+{
+  void ***a = array;
+  if (n < *cap) return true;
+  size_t c = *cap ? *cap * 2 : 64;
+  void **bigger = realloc(*a, c * sizeof(void *));
+  if (bigger == NULL) return b->failed = true, false;
+  *a = bigger;
+  *cap = c;
+  return true;
+}
+
+/* Makes room for entry `n` in the index (rehashing when half full). */
+static bool htab_reserve(pbuild_t *b, htab_t *h, size_t n)
+{
+  if (n >= h->hash_cap) {
+    size_t c = h->hash_cap ? h->hash_cap * 2 : 64;
+    uint64_t *bigger = realloc(h->hash, c * sizeof *bigger);
+    if (bigger == NULL) return b->failed = true, false;
+    h->hash = bigger;
+    h->hash_cap = c;
+  }
+  if ((n + 1) * 2 <= h->cap) return true;
+  size_t cap = h->cap ? h->cap * 2 : 128;
+  uint32_t *slot = calloc(cap, sizeof *slot);
+  if (slot == NULL) return b->failed = true, false;
+  for (size_t e = 0; e < n; e++) {
+    size_t i = (size_t)h->hash[e] & (cap - 1);
+    while (slot[i] != 0) i = (i + 1) & (cap - 1);
+    slot[i] = (uint32_t)e + 1;
+  }
+  free(h->slot);
+  h->slot = slot;
+  h->cap = cap;
+  return true;
+}
+
+/* The entry x_ with this hash for which entry_eq (an expression of x_) holds, or SIZE_MAX with *pos the free slot to use. */
+#define HTAB_FIND(h, hv, entry_eq, pos)                                                                     \
+  ({                                                                                                        \
+    size_t found_ = SIZE_MAX, i_ = (size_t)(hv) & ((h)->cap - 1);                                           \
+    for (; (h)->slot[i_] != 0; i_ = (i_ + 1) & ((h)->cap - 1)) {                                            \
+      size_t x_ = (h)->slot[i_] - 1;                                                                        \
+      if ((h)->hash[x_] == (hv) && (entry_eq)) {                                                            \
+        found_ = x_;                                                                                         \
+        break;                                                                                              \
+      }                                                                                                     \
+    }                                                                                                       \
+    *(pos) = i_;                                                                                            \
+    found_;                                                                                                 \
+  })
+
+static void htab_put(htab_t *h, size_t pos, uint64_t hv, size_t entry)
+{
+  h->slot[pos] = (uint32_t)entry + 1;
+  h->hash[entry] = hv;
+}
+
+static void htab_free(htab_t *h)
+{
+  free(h->slot);
+  free(h->hash);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Strings, functions, mappings, locations, samples
+--------------------------------------------------------------------------------------------------- */
+
+int64_t pb_string(pbuild_t *b, const char *s)
+{
+  if (s == NULL) s = "";
+  if (!grow(b, &b->strings, &b->cap_strings, b->n_strings) || !htab_reserve(b, &b->string_ix, b->n_strings))
+    return 0;
+  uint64_t hv = str_hash(s);
+  size_t pos, e = HTAB_FIND(&b->string_ix, hv, strcmp(b->strings[x_], s) == 0, &pos);
+  if (e != SIZE_MAX) return (int64_t)e;
+  char *copy = strdup(s);
+  if (copy == NULL) return b->failed = true, 0;
+  b->strings[b->n_strings] = copy;
+  htab_put(&b->string_ix, pos, hv, b->n_strings);
+  return (int64_t)b->n_strings++;
+}
+
+uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, const char *file, int64_t start_line)
+{
+  int64_t n = pb_string(b, name), sn = pb_string(b, system_name ? system_name : name), f = pb_string(b, file);
+  if (!grow(b, &b->functions, &b->cap_functions, b->n_functions) ||
+      !htab_reserve(b, &b->function_ix, b->n_functions))
+    return 0;
+  uint64_t hv = mix(mix(mix(mix(1, (uint64_t)n), (uint64_t)sn), (uint64_t)f), (uint64_t)start_line);
+  size_t pos, e = HTAB_FIND(&b->function_ix, hv,
+                            b->functions[x_]->name == n && b->functions[x_]->system_name == sn &&
+                              b->functions[x_]->filename == f && b->functions[x_]->start_line == start_line,
+                            &pos);
+  if (e != SIZE_MAX) return b->functions[e]->id;
+  function_t *fn = malloc(sizeof *fn);
+  if (fn == NULL) return b->failed = true, 0;
+  perftools__profiles__function__init(fn);
+  fn->id = b->n_functions + 1;
+  fn->name = n;
+  fn->system_name = sn;
+  fn->filename = f;
+  fn->start_line = start_line;
+  b->functions[b->n_functions] = fn;
+  htab_put(&b->function_ix, pos, hv, b->n_functions++);
+  return fn->id;
+}
+
+uint64_t pb_mapping(pbuild_t *b, const profile_t *p, const mapping_t *m, int64_t *delta)
+{
+  int64_t file = pb_string(b, pstr(p, m->filename)), bid = pb_string(b, pstr(p, m->build_id));
+  uint64_t size = m->memory_limit - m->memory_start;
+  *delta = 0;
+  if (!grow(b, &b->mappings, &b->cap_mappings, b->n_mappings) || !htab_reserve(b, &b->mapping_ix, b->n_mappings))
+    return 0;
+  uint64_t key = bid != 0 ? (uint64_t)bid : (uint64_t)file;
+  uint64_t hv = mix(mix(mix(2, key), m->file_offset), size);
+  size_t pos, e = HTAB_FIND(&b->mapping_ix, hv,
+                            (bid != 0 ? b->mappings[x_]->build_id == bid : b->mappings[x_]->filename == file) &&
+                              b->mappings[x_]->file_offset == m->file_offset &&
+                              b->mappings[x_]->memory_limit - b->mappings[x_]->memory_start == size,
+                            &pos);
+  if (e != SIZE_MAX) {
+    *delta = (int64_t)(b->mappings[e]->memory_start - m->memory_start);
+    mapping_t *old = b->mappings[e];
+    old->has_functions &= m->has_functions;     /* true only when true of every part */
+    old->has_filenames &= m->has_filenames;
+    old->has_line_numbers &= m->has_line_numbers;
+    old->has_inline_frames &= m->has_inline_frames;
+    return old->id;
+  }
+  mapping_t *copy = malloc(sizeof *copy);
+  if (copy == NULL) return b->failed = true, 0;
+  perftools__profiles__mapping__init(copy);
+  copy->id = b->n_mappings + 1;
+  copy->memory_start = m->memory_start;
+  copy->memory_limit = m->memory_limit;
+  copy->file_offset = m->file_offset;
+  copy->has_functions = m->has_functions;
+  copy->has_filenames = m->has_filenames;
+  copy->has_line_numbers = m->has_line_numbers;
+  copy->has_inline_frames = m->has_inline_frames;
+  copy->filename = file;
+  copy->build_id = bid;
+  b->mappings[b->n_mappings] = copy;
+  htab_put(&b->mapping_ix, pos, hv, b->n_mappings++);
+  return copy->id;
+}
+
+void pb_mapping_flags(pbuild_t *b, uint64_t id, bool functions, bool filenames, bool lines, bool inlines)
+{
+  if (id == 0 || id > b->n_mappings) return;
+  mapping_t *m = b->mappings[id - 1];
+  m->has_functions = functions;
+  m->has_filenames = filenames;
+  m->has_line_numbers = lines;
+  m->has_inline_frames = inlines;
+}
+
+static bool lines_equal(const location_t *l, const pb_line_t *lines, size_t n)
+{
+  if (l->n_line != n) return false;
+  for (size_t i = 0; i < n; i++) {
+    if (l->line[i]->function_id != lines[i].function_id || l->line[i]->line != lines[i].line) return false;
+  }
+  return true;
+}
+
+uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines, size_t n_lines)
+{
+  if (!grow(b, &b->locations, &b->cap_locations, b->n_locations) ||
+      !htab_reserve(b, &b->location_ix, b->n_locations))
+    return 0;
+  uint64_t hv = mix(mix(3, mapping_id), address);
+  for (size_t i = 0; i < n_lines; i++) hv = mix(mix(hv, lines[i].function_id), (uint64_t)lines[i].line);
+  size_t pos, e = HTAB_FIND(&b->location_ix, hv,
+                            b->locations[x_]->mapping_id == mapping_id && b->locations[x_]->address == address &&
+                              lines_equal(b->locations[x_], lines, n_lines),
+                            &pos);
+  if (e != SIZE_MAX) return b->locations[e]->id;
+  location_t *l = malloc(sizeof *l);
+  line_t **lp = malloc(n_lines * (sizeof *lp + sizeof(line_t)) + 1);   /* pointers, then the lines */
+  if (l == NULL || lp == NULL) {
+    free(l), free(lp);
+    return b->failed = true, 0;
+  }
+  line_t *ls = (line_t *)(lp + n_lines);
+  perftools__profiles__location__init(l);
+  l->id = b->n_locations + 1;
+  l->mapping_id = mapping_id;
+  l->address = address;
+  for (size_t i = 0; i < n_lines; i++) {
+    perftools__profiles__line__init(&ls[i]);
+    ls[i].function_id = lines[i].function_id;
+    ls[i].line = lines[i].line;
+    lp[i] = &ls[i];
+  }
+  l->line = lp;
+  l->n_line = n_lines;
+  b->locations[b->n_locations] = l;
+  htab_put(&b->location_ix, pos, hv, b->n_locations++);
+  return l->id;
+}
+
+static bool ids_equal(const sample_t *s, const uint64_t *ids, size_t n)
+{
+  return s->n_location_id == n && (n == 0 || memcmp(s->location_id, ids, n * sizeof *ids) == 0);
+}
+
+void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values, int sign)
+{
+  if (!grow(b, &b->samples, &b->cap_samples, b->n_samples) || !htab_reserve(b, &b->sample_ix, b->n_samples))
+    return;
+  uint64_t hv = 4;
+  for (size_t i = 0; i < n; i++) hv = mix(hv, ids[i]);
+  size_t pos, e = HTAB_FIND(&b->sample_ix, hv, ids_equal(b->samples[x_], ids, n), &pos);
+  if (e != SIZE_MAX) {
+    for (size_t k = 0; k < b->n_values; k++) b->samples[e]->value[k] += sign * values[k];
+    return;
+  }
+  sample_t *s = malloc(sizeof *s);
+  uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
+  int64_t *v = malloc((b->n_values ? b->n_values : 1) * sizeof *v);
+  if (s == NULL || copy == NULL || v == NULL) {
+    free(s), free(copy), free(v);
+    b->failed = true;
+    return;
+  }
+  perftools__profiles__sample__init(s);
+  if (n != 0) memcpy(copy, ids, n * sizeof *ids);
+  for (size_t k = 0; k < b->n_values; k++) v[k] = sign * values[k];
+  s->location_id = copy;
+  s->n_location_id = n;
+  s->value = v;
+  s->n_value = b->n_values;
+  b->samples[b->n_samples] = s;
+  htab_put(&b->sample_ix, pos, hv, b->n_samples++);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Whole profiles
+--------------------------------------------------------------------------------------------------- */
+
+static value_type_t *value_type_copy(pbuild_t *b, const profile_t *p, const value_type_t *v)
+{
+  value_type_t *c = malloc(sizeof *c);
+  if (c == NULL) return b->failed = true, NULL;
+  perftools__profiles__value_type__init(c);
+  if (v != NULL) {
+    c->type = pb_string(b, pstr(p, v->type));
+    c->unit = pb_string(b, pstr(p, v->unit));
+  }
+  return c;
+}
+
+pbuild_t *pbuild_new(const profile_t *h)
+{
+  pbuild_t *b = calloc(1, sizeof *b);
+  if (b == NULL) return NULL;
+  perftools__profiles__profile__init(&b->p);
+  pb_string(b, "");
+  b->n_values = h->n_sample_type;
+  b->p.sample_type = calloc(h->n_sample_type ? h->n_sample_type : 1, sizeof(value_type_t *));
+  if (b->p.sample_type == NULL) b->failed = true;
+  for (size_t i = 0; b->p.sample_type != NULL && i < h->n_sample_type; i++)
+    b->p.sample_type[b->p.n_sample_type++] = value_type_copy(b, h, h->sample_type[i]);
+  if (h->period_type != NULL) b->p.period_type = value_type_copy(b, h, h->period_type);
+  b->p.period = h->period;
+  b->p.time_nanos = h->time_nanos;
+  b->p.duration_nanos = h->duration_nanos;
+  b->p.drop_frames = pb_string(b, pstr(h, h->drop_frames));
+  b->p.keep_frames = pb_string(b, pstr(h, h->keep_frames));
+  b->p.default_sample_type = pb_string(b, pstr(h, h->default_sample_type));
+  for (size_t i = 0; i < h->n_comment; i++) pb_comment(b, pstr(h, h->comment[i]));
+  return b;
+}
+
+void pb_comment(pbuild_t *b, const char *text)
+{
+  int64_t *c = realloc(b->p.comment, (b->p.n_comment + 1) * sizeof *c);
+  if (c == NULL) {
+    b->failed = true;
+    return;
+  }
+  b->p.comment = c;
+  c[b->p.n_comment++] = pb_string(b, text);
+}
+
+void pb_keep_max_period(pbuild_t *b, const profile_t *p)
+{
+  if (p->period > b->p.period) b->p.period = p->period;
+  if (p->time_nanos != 0 && (b->p.time_nanos == 0 || p->time_nanos < b->p.time_nanos)) {
+    b->p.duration_nanos += b->p.time_nanos - p->time_nanos;
+    b->p.time_nanos = p->time_nanos;
+  }
+}
+
+bool profile_compatible(const profile_t *a, const profile_t *b, char *why, size_t why_len)
+{
+  char ta[256], tb[256];
+  if (a->n_sample_type != b->n_sample_type ||
+      strcmp(profile_sample_types(a, ta, sizeof ta), profile_sample_types(b, tb, sizeof tb)) != 0) {
+    snprintf(why, why_len, "different sample types (%s; %s)", ta, tb);
+    return false;
+  }
+  for (size_t i = 0; i < a->n_sample_type; i++) {
+    if (strcmp(pstr(a, a->sample_type[i]->unit), pstr(b, b->sample_type[i]->unit)) != 0) {
+      snprintf(why, why_len, "different units of %s", pstr(a, a->sample_type[i]->type));
+      return false;
+    }
+  }
+  const char *pa = a->period_type ? pstr(a, a->period_type->type) : "", *pb = b->period_type ? pstr(b, b->period_type->type) : "";
+  if (strcmp(pa, pb) != 0) {
+    snprintf(why, why_len, "different period types (%s; %s)", pa, pb);
+    return false;
+  }
+  return true;
+}
+
+bool pb_add_profile(pbuild_t *b, const profile_t *p, int sign)
+{
+  pindex_t ix;
+  pindex_init(&ix, p);
+  uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new);
+  int64_t *map_delta = calloc(p->n_mapping + 1, sizeof *map_delta);
+  uint64_t *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
+  pb_line_t *lines = NULL;
+  size_t cap_lines = 0;
+  uint64_t *ids = NULL;
+  size_t cap_ids = 0;
+  if (map_new == NULL || map_delta == NULL || loc_new == NULL) b->failed = true;
+  for (size_t i = 0; !b->failed && i < p->n_mapping; i++)
+    map_new[i] = pb_mapping(b, p, p->mapping[i], &map_delta[i]);
+  for (size_t i = 0; !b->failed && i < p->n_location; i++) {
+    const location_t *l = p->location[i];
+    if (l->n_line > cap_lines) {
+      free(lines);
+      lines = malloc((cap_lines = l->n_line) * sizeof *lines);
+      if (lines == NULL) b->failed = true;
+    }
+    for (size_t k = 0; lines != NULL && k < l->n_line; k++) {
+      const function_t *f = pindex_function(&ix, l->line[k]->function_id);
+      lines[k].function_id = f ? pb_function(b, pstr(p, f->name), pstr(p, f->system_name), pstr(p, f->filename), f->start_line) : 0;
+      lines[k].line = l->line[k]->line;
+    }
+    uint64_t mid = 0;
+    int64_t delta = 0;
+    const mapping_t *m = l->mapping_id ? pindex_mapping(&ix, l->mapping_id) : NULL;
+    if (m != NULL) {
+      size_t mi = pindex_mapping_pos(&ix, l->mapping_id);
+      mid = map_new[mi];
+      delta = map_delta[mi];
+    }
+    loc_new[i] = pb_location(b, mid, l->address + (uint64_t)delta, lines, l->n_line);
+  }
+  for (size_t s = 0; !b->failed && s < p->n_sample; s++) {
+    const sample_t *smp = p->sample[s];
+    if (smp->n_value != b->n_values) continue;
+    if (smp->n_location_id > cap_ids) {
+      free(ids);
+      ids = malloc((cap_ids = smp->n_location_id) * sizeof *ids);
+      if (ids == NULL) {
+        b->failed = true;
+        break;
+      }
+    }
+    size_t n = 0;
+    for (size_t k = 0; k < smp->n_location_id; k++) {
+      size_t pos = pindex_location_pos(&ix, smp->location_id[k]);
+      if (pos != SIZE_MAX) ids[n++] = loc_new[pos];
+    }
+    pb_sample(b, ids, n, smp->value, sign);
+  }
+  free(ids);
+  free(lines);
+  free(map_new);
+  free(map_delta);
+  free(loc_new);
+  pindex_free(&ix);
+  return !b->failed;
+}
+
+const profile_t *pbuild_profile(pbuild_t *b)
+{
+  size_t kept = 0;
+  for (size_t i = 0; i < b->n_samples; i++) {
+    bool zero = true;
+    for (size_t k = 0; k < b->n_values; k++) zero &= b->samples[i]->value[k] == 0;
+    if (!zero) b->samples[kept++] = b->samples[i];
+    else {
+      free(b->samples[i]->location_id);
+      free(b->samples[i]->value);
+      free(b->samples[i]);
+    }
+  }
+  b->n_samples = kept;
+  b->p.sample = b->samples;
+  b->p.n_sample = b->n_samples;
+  b->p.mapping = b->mappings;
+  b->p.n_mapping = b->n_mappings;
+  b->p.location = b->locations;
+  b->p.n_location = b->n_locations;
+  b->p.function = b->functions;
+  b->p.n_function = b->n_functions;
+  b->p.string_table = b->strings;
+  b->p.n_string_table = b->n_strings;
+  return &b->p;
+}
+
+bool pbuild_failed(const pbuild_t *b) { return b->failed; }
+
+void pbuild_free(pbuild_t *b)
+{
+  if (b == NULL) return;
+  for (size_t i = 0; i < b->n_strings; i++) free(b->strings[i]);
+  for (size_t i = 0; i < b->n_functions; i++) free(b->functions[i]);
+  for (size_t i = 0; i < b->n_mappings; i++) free(b->mappings[i]);
+  for (size_t i = 0; i < b->n_locations; i++) {
+    free(b->locations[i]->line);
+    free(b->locations[i]);
+  }
+  for (size_t i = 0; i < b->n_samples; i++) {
+    free(b->samples[i]->location_id);
+    free(b->samples[i]->value);
+    free(b->samples[i]);
+  }
+  for (size_t i = 0; i < b->p.n_sample_type; i++) free(b->p.sample_type[i]);
+  free(b->p.sample_type);
+  free(b->p.period_type);
+  free(b->p.comment);
+  free(b->strings);
+  free(b->functions);
+  free(b->mappings);
+  free(b->locations);
+  free(b->samples);
+  htab_free(&b->string_ix);
+  htab_free(&b->function_ix);
+  htab_free(&b->mapping_ix);
+  htab_free(&b->location_ix);
+  htab_free(&b->sample_ix);
+  free(b);
+}

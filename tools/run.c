@@ -1,0 +1,391 @@
+/* run.c - `mimalloc-prof run`: run a program under the profiler and keep its final profile.
+ *
+ * Before anything runs, every value is checked with the library's own parser (lib/options.c, compiled
+ * in): the options' values and the MIMALLOC_PROF_* variables the program inherits; the output's
+ * directory must exist and be writable.  The program then gets libmimalloc-prof preloaded, sampling on,
+ * a final dump at exit, and a final dump on SIGINT, SIGTERM and SIGHUP (MIMALLOC_PROF_FINAL_SIGNALS,
+ * unless the environment sets it).  The command forwards those three signals to the program when they
+ * were sent to the command alone (kill, timeout); a terminal's ^C or hangup reaches the whole
+ * foreground process group, the program included, and is not sent twice.  With -o, the library writes
+ * into a private directory beside the output (same file system, so the final rename cannot fail for
+ * that reason), removed afterwards with whatever else was dumped there.  The final profile is then
+ * symbolized (--no-symbolize skips that).
+ */
+#include "tool.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <glob.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"   /* mprof_option_parse */
+
+#ifndef MPROF_LIBDIR
+#define MPROF_LIBDIR "/usr/local/lib"
+#endif
+
+/* The signals that end a program and that the command forwards; the library dumps on them. */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
+#define FINAL_SIGNALS_DEFAULT "INT,TERM,HUP"
+
+static const char usage[] =
+  "usage: mimalloc-prof run [-o FILE|DIR | -p PREFIX] [-r RATE] [--interval BYTES] [--signal SIG]\n"
+  "                         [--leak] [--no-symbolize] [--debug-dir DIR] [--] PROGRAM [ARGS...]\n"
+  "Run PROGRAM with heap profiling and write its heap profile when it exits (also on SIGINT, SIGTERM\n"
+  "and SIGHUP).\n"
+  "  -o FILE|DIR        the profile's file (in DIR: PROGRAM.pb.gz); default ./mimalloc-prof.PID.SEQ.f.pb.gz\n"
+  "  -p PREFIX          keep every profile as PREFIX.PID.SEQ.KIND.pb.gz (child processes' too)\n"
+  "  -r RATE            sample one allocation per RATE bytes on average (default 524288; k, m, g suffixes)\n"
+  "  --interval BYTES   also dump every BYTES allocated;  --signal SIG  also dump on signal SIG\n"
+  "  --leak             print the top in-use sites at exit\n"
+  "  --no-symbolize     leave the profile with addresses (it is symbolized by default)\n"
+  "  --debug-dir DIR    also look for debug files in DIR (build-id and debuglink layout)\n"
+  "Exit status: PROGRAM's (128+N if signal N ended it, 127 if it could not start); 2 for a usage error.\n"
+  "See mimalloc-prof(1).\n";
+
+typedef struct run_opts_s {
+  const char *out, *prefix, *rate, *interval, *signal;
+  bool        leak, symbolize;
+  const char *debug_dirs[16];
+  size_t      n_debug_dirs;
+} run_opts_t;
+
+/* ---------------------------------------------------------------------------------------------------
+   Checks before running
+--------------------------------------------------------------------------------------------------- */
+
+/* A value for the environment variable `var`, checked by the library's parser; `what` names where it
+ * came from ("-r", or "in the environment").  0, or the usage error's exit status. */
+static int check_value(const char *var, const char *value, const char *what)
+{
+  uint64_t v;
+  char why[160];
+  int r = mprof_option_parse(var, value, &v, why, sizeof why);
+  if (r == 0) {
+    if (what[0] == '-') return tool_usage_error("%s '%s' %s", what, value, why);
+    return tool_usage_error("%s=\"%s\" %s %s", var, value, what, why);
+  }
+  return 0;                                 /* valid, or unknown to this library (it ignores those) */
+}
+
+/* The MIMALLOC_PROF_* variables the program inherits unchanged. */
+static int check_environment(const run_opts_t *o)
+{
+  extern char **environ;
+  static const char *const replaced[] = {"MIMALLOC_PROF", "MIMALLOC_PROF_FINAL", "MIMALLOC_PROF_PREFIX",
+                                         "MIMALLOC_PROF_LIB"};
+  for (char **e = environ; *e != NULL; e++) {
+    if (strncmp(*e, "MIMALLOC_PROF", 13) != 0) continue;
+    const char *eq = strchr(*e, '=');
+    if (eq == NULL) continue;
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+    bool skip = (o->rate && strcmp(name, "MIMALLOC_PROF_SAMPLE_RATE") == 0) ||
+                (o->interval && strcmp(name, "MIMALLOC_PROF_INTERVAL") == 0) ||
+                (o->signal && strcmp(name, "MIMALLOC_PROF_SIGNAL") == 0) ||
+                (o->leak && strcmp(name, "MIMALLOC_PROF_LEAK") == 0);
+    for (size_t i = 0; i < sizeof replaced / sizeof replaced[0]; i++) skip |= strcmp(name, replaced[i]) == 0;
+    int rc = skip ? 0 : check_value(name, eq + 1, "in the environment");
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* A directory we can create files in; else the usage error's status, naming `opt`. */
+static int check_dir(const char *dir, const char *opt, const char *arg)
+{
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    return tool_usage_error("%s '%s': directory %s: %s", opt, arg, dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return tool_usage_error("%s '%s': %s is not a directory", opt, arg, dir);
+  if (access(dir, W_OK | X_OK) != 0)
+    return tool_usage_error("%s '%s': cannot create files in %s: %s", opt, arg, dir, strerror(errno));
+  return 0;
+}
+
+/* The directory part of `path` ("." when there is none). */
+static void dir_of(const char *path, char *dir, size_t len)
+{
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL) snprintf(dir, len, ".");
+  else if (slash == path) snprintf(dir, len, "/");
+  else snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+/* Resolves -o: a directory gets PROGRAM.pb.gz inside; an existing file must be a regular one. */
+static int resolve_output(const char *out, const char *program, char *buf, size_t len)
+{
+  struct stat st;
+  char dir[PATH_MAX];
+  if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
+    const char *base = strrchr(program, '/');
+    base = base ? base + 1 : program;
+    size_t n = strlen(out);
+    int w = snprintf(buf, len, "%s%s%s.pb.gz", out, n && out[n - 1] == '/' ? "" : "/", base);
+    if (w < 0 || (size_t)w >= len) return tool_usage_error("-o '%s': path too long", out);
+  } else if (out[0] == '\0' || out[strlen(out) - 1] == '/') {
+    return tool_usage_error("-o '%s': no such directory", out);
+  } else {
+    if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode))
+      return tool_usage_error("-o '%s': exists and is not a regular file", out);
+    snprintf(buf, len, "%s", out);
+  }
+  dir_of(buf, dir, sizeof dir);
+  return check_dir(dir, "-o", out);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The library, the private directory, the final profile
+--------------------------------------------------------------------------------------------------- */
+
+/* $MIMALLOC_PROF_LIB, else the build tree's library when this program runs from it, else the
+ * installed one. */
+static const char *library_path(char *buf, size_t len)
+{
+  const char *env = getenv("MIMALLOC_PROF_LIB");
+  if (env != NULL && env[0] != '\0') return env;
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash != NULL) {
+      *slash = '\0';
+      static const char *const tries[] = {"%s/../lib/.libs/libmimalloc-prof.so.0",
+                                          "%s/../../lib/.libs/libmimalloc-prof.so.0"};
+      for (size_t i = 0; i < 2; i++) {
+        int n2 = snprintf(buf, len, tries[i], self);
+        if (n2 > 0 && (size_t)n2 < len && access(buf, R_OK) == 0) return buf;
+      }
+    }
+  }
+  snprintf(buf, len, "%s/libmimalloc-prof.so.0", MPROF_LIBDIR);
+  return buf;
+}
+
+/* A private directory beside `out`, as an absolute path (the program may change its directory). */
+static bool make_private_dir(const char *out, char *dir, size_t len)
+{
+  char parent[PATH_MAX], abs[PATH_MAX];
+  dir_of(out, parent, sizeof parent);
+  if (realpath(parent, abs) == NULL) return false;
+  int n = snprintf(dir, len, "%s%s.mimalloc-prof.XXXXXX", abs, strcmp(abs, "/") == 0 ? "" : "/");
+  return n > 0 && (size_t)n < len && mkdtemp(dir) != NULL;
+}
+
+/* Removes the private directory and what was dumped into it; returns how many profiles there were. */
+static int remove_private_dir(const char *dir)
+{
+  int files = 0;
+  DIR *d = opendir(dir);
+  if (d != NULL) {
+    struct dirent *e;
+    char path[PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (n > 0 && (size_t)n < sizeof path && unlink(path) == 0) files++;
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+  return files;
+}
+
+/* Finds the final dump of process `pid` (PREFIX.<pid>.<seq>.f.pb.gz) and moves it to `out` (when not
+ * NULL).  0 (found names the profile), -1 (none was written), -2 (found names it; it could not be
+ * moved: errno). */
+static int move_final(const char *prefix, pid_t pid, const char *out, char *found, size_t len)
+{
+  char pattern[PATH_MAX];
+  glob_t g;
+  int n = snprintf(pattern, sizeof pattern, "%s.%d.*.f.pb.gz", prefix, (int)pid);
+  if (n < 0 || (size_t)n >= sizeof pattern || glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) return -1;
+  snprintf(found, len, "%s", g.gl_pathv[g.gl_pathc - 1]);
+  globfree(&g);
+  if (out == NULL) return 0;
+  if (rename(found, out) != 0) return -2;
+  snprintf(found, len, "%s", out);
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Signals: forwarded to the program while it runs
+--------------------------------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t child_pid;
+
+static void forward(int sig, siginfo_t *info, void *ctx)
+{
+  (void)ctx;
+  /* SI_KERNEL: the terminal's ^C, ^\ or hangup, sent to the whole process group: the program has it. */
+  if (child_pid > 0 && info->si_code != SI_KERNEL) kill((pid_t)child_pid, sig);
+}
+
+static void set_env(const char *name, const char *value)
+{
+  if (value != NULL) setenv(name, value, 1);
+}
+
+static int parse_args(run_opts_t *o, int argc, char **argv)
+{
+  enum { OPT_INTERVAL = 0x200, OPT_SIGNAL, OPT_LEAK, OPT_NOSYM, OPT_DEBUGDIR };
+  static const struct option opts[] = {
+    {"output", required_argument, NULL, 'o'}, {"prefix", required_argument, NULL, 'p'},
+    {"rate", required_argument, NULL, 'r'}, {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"signal", required_argument, NULL, OPT_SIGNAL}, {"leak", no_argument, NULL, OPT_LEAK},
+    {"no-symbolize", no_argument, NULL, OPT_NOSYM}, {"debug-dir", required_argument, NULL, OPT_DEBUGDIR},
+    {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "+:o:p:r:h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'o': o->out = optarg; break;
+    case 'p': o->prefix = optarg; break;
+    case 'r': o->rate = optarg; break;
+    case OPT_INTERVAL: o->interval = optarg; break;
+    case OPT_SIGNAL: o->signal = optarg; break;
+    case OPT_LEAK: o->leak = true; break;
+    case OPT_NOSYM: o->symbolize = false; break;
+    case OPT_DEBUGDIR:
+      if (o->n_debug_dirs == sizeof o->debug_dirs / sizeof o->debug_dirs[0])
+        return tool_usage_error("--debug-dir given more than %zu times", o->n_debug_dirs);
+      o->debug_dirs[o->n_debug_dirs++] = optarg;
+      break;
+    case 'h': return -1;
+    default: return tool_getopt_error(c, argv);
+    }
+  }
+  if (optind >= argc) return tool_usage_error("no program given (put it after the options, or after --)");
+  if (o->out != NULL && o->prefix != NULL) return tool_usage_error("-o and -p exclude each other");
+  int rc;
+  if ((o->rate && (rc = check_value("MIMALLOC_PROF_SAMPLE_RATE", o->rate, "-r")) != 0) ||
+      (o->interval && (rc = check_value("MIMALLOC_PROF_INTERVAL", o->interval, "--interval")) != 0) ||
+      (o->signal && (rc = check_value("MIMALLOC_PROF_SIGNAL", o->signal, "--signal")) != 0) ||
+      (rc = check_environment(o)) != 0)
+    return rc;
+  if (o->prefix != NULL) {
+    char dir[PATH_MAX];
+    dir_of(o->prefix, dir, sizeof dir);
+    if (o->prefix[0] == '\0' || o->prefix[strlen(o->prefix) - 1] == '/')
+      return tool_usage_error("-p '%s': a prefix needs a file name part", o->prefix);
+    if ((rc = check_dir(dir, "-p", o->prefix)) != 0) return rc;
+  }
+  return 0;
+}
+
+/* Starts the program with the forwarded signals blocked until child_pid is set; returns its status. */
+static int run_program(char **argv, pid_t *child, int *status)
+{
+  struct sigaction sa, old[3];
+  sigset_t block, saved;
+  sigemptyset(&block);
+  for (size_t i = 0; i < 3; i++) sigaddset(&block, forwarded[i]);
+  sigprocmask(SIG_BLOCK, &block, &saved);
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = forward;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  for (size_t i = 0; i < 3; i++) {
+    sigaction(forwarded[i], NULL, &old[i]);
+    if (old[i].sa_handler != SIG_IGN) sigaction(forwarded[i], &sa, NULL);   /* nohup stays nohup */
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (size_t i = 0; i < 3; i++) sigaction(forwarded[i], &old[i], NULL);
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+    execvp(argv[0], argv);
+    fprintf(stderr, "mimalloc-prof run: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  int err = errno;
+  child_pid = pid;
+  sigprocmask(SIG_SETMASK, &saved, NULL);
+  if (pid < 0) return tool_error("fork: %s", strerror(err));
+  while (waitpid(pid, status, 0) < 0) {
+    if (errno != EINTR) return tool_error("waitpid: %s", strerror(errno));
+  }
+  child_pid = 0;
+  for (size_t i = 0; i < 3; i++) sigaction(forwarded[i], &old[i], NULL);
+  *child = pid;
+  return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+  run_opts_t o = {.symbolize = true};
+  int rc = parse_args(&o, argc, argv);
+  if (rc != 0) return rc < 0 ? tool_help(usage) : rc;
+  char **program = &argv[optind];
+  char outbuf[PATH_MAX], libbuf[PATH_MAX], tmpdir[PATH_MAX] = "", prefixbuf[PATH_MAX];
+  const char *out = NULL, *prefix = o.prefix;
+  if (o.out != NULL) {
+    if ((rc = resolve_output(o.out, program[0], outbuf, sizeof outbuf)) != 0) return rc;
+    out = outbuf;
+  }
+  const char *lib = library_path(libbuf, sizeof libbuf);
+  if (access(lib, R_OK) != 0) return tool_error("cannot find the library %s (set MIMALLOC_PROF_LIB)", lib);
+  if (prefix == NULL) {
+    if (out != NULL) {                      /* write under a private name, then rename */
+      if (!make_private_dir(out, tmpdir, sizeof tmpdir))
+        return tool_error("cannot create a directory beside %s: %s", out, strerror(errno));
+      snprintf(prefixbuf, sizeof prefixbuf, "%s/profile", tmpdir);
+    } else {
+      snprintf(prefixbuf, sizeof prefixbuf, "mimalloc-prof");
+    }
+    prefix = prefixbuf;
+  }
+  char preload[2 * PATH_MAX];
+  const char *old = getenv("LD_PRELOAD");
+  snprintf(preload, sizeof preload, "%s%s%s", lib, old && old[0] ? " " : "", old ? old : "");
+  set_env("LD_PRELOAD", preload);
+  set_env("MIMALLOC_PROF", "1");
+  set_env("MIMALLOC_PROF_FINAL", "1");
+  set_env("MIMALLOC_PROF_PREFIX", prefix);
+  set_env("MIMALLOC_PROF_SAMPLE_RATE", o.rate);
+  set_env("MIMALLOC_PROF_INTERVAL", o.interval);
+  set_env("MIMALLOC_PROF_SIGNAL", o.signal);
+  if (o.leak) set_env("MIMALLOC_PROF_LEAK", "1");
+  setenv("MIMALLOC_PROF_FINAL_SIGNALS", FINAL_SIGNALS_DEFAULT, 0);
+
+  int status = 0;
+  pid_t pid = 0;
+  if ((rc = run_program(program, &pid, &status)) != 0) {
+    if (tmpdir[0] != '\0') remove_private_dir(tmpdir);
+    return rc;
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  char found[PATH_MAX];
+  int moved = move_final(prefix, pid, out, found, sizeof found);
+  if (moved == -2) {                        /* keep it, inside the output's directory */
+    tool_note("cannot move the profile to %s (%s); it is %s", out, strerror(errno), found);
+    return code;
+  }
+  if (tmpdir[0] != '\0') {
+    int others = remove_private_dir(tmpdir);
+    if (others > 0)
+      tool_note("%d more profile(s) discarded (interval, peak and signal dumps, and child processes'; "
+                "-p PREFIX keeps them)", others);
+  }
+  if (moved != 0) {
+    if (code != 127)
+      tool_note("no profile was written (the program ended by %s before the library could write it)",
+                WIFSIGNALED(status) ? "a signal" : "_exit(2) or exec of a program without the library");
+    return code;
+  }
+  if (o.symbolize) {
+    sym_opts_t so = {.debug_dirs = o.debug_dirs, .n_debug_dirs = o.n_debug_dirs};
+    if (symbolize_file(found, NULL, &so) != 0) tool_note("the profile keeps its raw addresses");
+  }
+  tool_note("heap profile written to %s", found);
+  tool_note("view it with: mimalloc-prof top %s   (or tree, flame, folded; see mimalloc-prof(1))", found);
+  return code;
+}

@@ -1,0 +1,262 @@
+/* symbolize.c - `mimalloc-prof symbolize`: give every location of a profile its function names, source
+ * files, lines and inlined frames (dwarf.c finds them), and say what stayed unnamed and why.
+ *
+ * Rules: a location without a mapping keeps what it has (the library names its dropped-sample frames
+ * "[mimalloc-prof: dropped (REASON)]" that way); so do locations of a mapping already symbolized
+ * (has_functions), so symbolizing twice changes nothing; a location whose object gives no name keeps the
+ * name the library wrote (dladdr's).  A mapping says has_functions when its object had a symbol table
+ * or DWARF, has_filenames and has_line_numbers when it had line tables, has_inline_frames when it had
+ * DWARF: pprof then trusts the names and does not look for the binaries.
+ */
+#include "sym.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FRAMES 64              /* inlined frames of one address: deeper nests are cut */
+
+static const char usage[] =
+  "usage: mimalloc-prof symbolize [-o OUT] [--debug-dir DIR]... [-q] FILE\n"
+  "Name the functions, source lines and inlined frames of a heap profile, from the program's files,\n"
+  "their debug files (/usr/lib/debug, by build ID or .gnu_debuglink) or debuginfod (DEBUGINFOD_URLS).\n"
+  "  -o OUT           write the result to OUT (default: replace FILE)\n"
+  "  --debug-dir DIR  also look in DIR (laid out as /usr/lib/debug), before /usr/lib/debug\n"
+  "  -q, --quiet      no summary on stderr\n"
+  "See mimalloc-prof(1).\n";
+
+/* One object (file) of the profile and what became of its locations. */
+typedef struct object_s {
+  const char  *path, *build_id;
+  sym_obj_t   *obj;
+  sym_status_t status;
+  char         detail[256];
+  size_t       named, unnamed, uncovered;   /* locations */
+} object_t;
+
+typedef struct report_s {
+  size_t locations, named, kept, unmapped, inlined;
+} report_t;
+
+/* The object of each mapping (mappings of one file share it). */
+static object_t *objects_open(const profile_t *p, const sym_opts_t *o, size_t **of_mapping, size_t *n_objects)
+{
+  object_t *objs = calloc(p->n_mapping + 1, sizeof *objs);
+  *of_mapping = calloc(p->n_mapping + 1, sizeof **of_mapping);
+  if (objs == NULL || *of_mapping == NULL) abort();
+  size_t n = 0;
+  for (size_t i = 0; i < p->n_mapping; i++) {
+    const char *path = pstr(p, p->mapping[i]->filename), *bid = pstr(p, p->mapping[i]->build_id);
+    size_t k = 0;
+    while (k < n && !(strcmp(objs[k].path, path) == 0 && strcmp(objs[k].build_id, bid) == 0)) k++;
+    if (k == n) {
+      objs[n].path = path;
+      objs[n].build_id = bid;
+      if (!p->mapping[i]->has_functions)
+        objs[n].obj = sym_obj_open(path, bid, o, &objs[n].status, objs[n].detail, sizeof objs[n].detail);
+      n++;
+    }
+    (*of_mapping)[i] = k;
+  }
+  *n_objects = n;
+  return objs;
+}
+
+/* The new lines of one location; 0 when it keeps its own. */
+static size_t symbolize_location(pbuild_t *b, object_t *ob, const mapping_t *m, const location_t *l,
+                                 pb_line_t *lines)
+{
+  uint64_t addr;
+  sym_frame_t frames[MAX_FRAMES];
+  if (ob->obj == NULL || !sym_obj_addr(ob->obj, m, l->address, &addr)) return 0;
+  size_t n = sym_obj_lookup(ob->obj, addr, frames, MAX_FRAMES);
+  for (size_t i = 0; i < n; i++) {
+    lines[i].function_id = pb_function(b, frames[i].name, frames[i].system_name, frames[i].decl_file[0] ? frames[i].decl_file : frames[i].file,
+                                       frames[i].decl_line);
+    lines[i].line = frames[i].line;
+  }
+  sym_frames_free(frames, n);
+  return n;
+}
+
+/* A location copied as it is. */
+static size_t copy_lines(pbuild_t *b, const profile_t *p, const pindex_t *ix, const location_t *l, pb_line_t *lines)
+{
+  size_t n = l->n_line < MAX_FRAMES ? l->n_line : MAX_FRAMES;
+  for (size_t k = 0; k < n; k++) {
+    const function_t *f = pindex_function(ix, l->line[k]->function_id);
+    lines[k].function_id = f ? pb_function(b, pstr(p, f->name), pstr(p, f->system_name), pstr(p, f->filename), f->start_line) : 0;
+    lines[k].line = l->line[k]->line;
+  }
+  return n;
+}
+
+static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, object_t **objs_out, size_t *n_objs,
+                      report_t *r)
+{
+  pindex_t ix;
+  pindex_init(&ix, p);
+  size_t *of_mapping;
+  object_t *objs = objects_open(p, o, &of_mapping, n_objs);
+  uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new), *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
+  if (map_new == NULL || loc_new == NULL) abort();
+  for (size_t i = 0; i < p->n_mapping; i++) {
+    int64_t delta;
+    const mapping_t *m = p->mapping[i];
+    map_new[i] = pb_mapping(b, p, m, &delta);
+    const object_t *ob = &objs[of_mapping[i]];
+    if (ob->obj != NULL) {
+      bool fn, lines, inl;
+      sym_obj_caps(ob->obj, &fn, &lines, &inl);
+      pb_mapping_flags(b, map_new[i], fn, lines, lines, inl);
+    }
+  }
+  pb_line_t lines[MAX_FRAMES];
+  for (size_t i = 0; i < p->n_location; i++) {
+    const location_t *l = p->location[i];
+    size_t mi = l->mapping_id ? pindex_mapping_pos(&ix, l->mapping_id) : SIZE_MAX;
+    size_t n = 0;
+    r->locations++;
+    if (mi == SIZE_MAX) {
+      n = copy_lines(b, p, &ix, l, lines);
+      if (n != 0) r->kept++;
+      else r->unmapped++;
+    } else {
+      object_t *ob = &objs[of_mapping[mi]];
+      const mapping_t *m = p->mapping[mi];
+      if (m->has_functions) {
+        n = copy_lines(b, p, &ix, l, lines);
+        r->kept++;
+      } else if ((n = symbolize_location(b, ob, m, l, lines)) != 0) {
+        r->named++;
+        ob->named++;
+        r->inlined += n > 1;
+      } else {
+        n = copy_lines(b, p, &ix, l, lines);   /* dladdr's name, when the library found one */
+        if (ob->obj != NULL) ob->uncovered++;
+        else ob->unnamed++;
+        if (n != 0) r->kept++;
+      }
+    }
+    loc_new[i] = pb_location(b, mi == SIZE_MAX ? 0 : map_new[mi], l->address, lines, n);
+  }
+  uint64_t *ids = NULL;
+  size_t cap = 0;
+  for (size_t s = 0; s < p->n_sample; s++) {
+    const sample_t *smp = p->sample[s];
+    if (smp->n_location_id > cap) {
+      free(ids);
+      ids = malloc((cap = smp->n_location_id) * sizeof *ids);
+      if (ids == NULL) abort();
+    }
+    size_t n = 0;
+    for (size_t k = 0; k < smp->n_location_id; k++) {
+      size_t pos = pindex_location_pos(&ix, smp->location_id[k]);
+      if (pos != SIZE_MAX) ids[n++] = loc_new[pos];
+    }
+    if (smp->n_value == p->n_sample_type) pb_sample(b, ids, n, smp->value, 1);
+  }
+  free(ids);
+  free(map_new);
+  free(loc_new);
+  free(of_mapping);
+  pindex_free(&ix);
+  *objs_out = objs;
+}
+
+/* What stayed unnamed, one line per object, with the reason. */
+static void print_report(const char *path, const report_t *r, const object_t *objs, size_t n_objs)
+{
+  size_t unnamed = r->locations - r->named - r->kept;
+  char a[32], b[32];
+  tool_note("%s: %s of %s locations named (%zu with inlined frames)%s", path,
+            tool_count((int64_t)(r->named + r->kept), a, sizeof a), tool_count((int64_t)r->locations, b, sizeof b),
+            r->inlined, unnamed ? "; unnamed:" : "");
+  for (size_t i = 0; i < n_objs; i++) {
+    const object_t *ob = &objs[i];
+    const char *bid = ob->build_id[0] ? ob->build_id : "none";
+    if (ob->unnamed != 0) {
+      switch (ob->status) {
+      case SYM_NO_FILE:
+        fprintf(stderr, "  %zu in %s: no such file, and no file with build ID %s in the debug directories%s\n",
+                ob->unnamed, ob->path, bid, getenv("DEBUGINFOD_URLS") ? " or from debuginfod" : " (DEBUGINFOD_URLS is not set)");
+        break;
+      case SYM_MISMATCH:
+        fprintf(stderr, "  %zu in %s: build-ID mismatch (the file has %s, the profile %s: it changed since the "
+                "profile was written), and no file with build ID %s was found\n", ob->unnamed, ob->path,
+                ob->detail, bid, bid);
+        break;
+      case SYM_NO_SYMBOLS:
+        fprintf(stderr, "  %zu in %s: no symbols (%s has neither a symbol table nor debug information; install "
+                "the package's debug symbols, -dbgsym or -dbg, or give --debug-dir)\n", ob->unnamed, ob->path,
+                ob->detail);
+        break;
+      case SYM_NOT_ELF:
+        fprintf(stderr, "  %zu in %s: not an ELF object whose segments match the mapping (%s)\n", ob->unnamed,
+                ob->path, ob->detail[0] ? ob->detail : ob->path);
+        break;
+      case SYM_FOUND: break;
+      }
+    }
+    if (ob->uncovered != 0)
+      fprintf(stderr, "  %zu in %s: no symbol covers the address (stripped local functions?)\n", ob->uncovered,
+              ob->path);
+  }
+  if (r->unmapped != 0)
+    fprintf(stderr, "  %zu outside any file (code generated at run time, or the vDSO)\n", r->unmapped);
+}
+
+int symbolize_file(const char *in, const char *out, const sym_opts_t *o)
+{
+  char err[512];
+  profile_t *p = profile_read(in, err, sizeof err);
+  if (p == NULL) return tool_error("%s", err);
+  pbuild_t *b = pbuild_new(p);
+  if (b == NULL) {
+    profile_free(p);
+    return tool_error("out of memory");
+  }
+  object_t *objs;
+  size_t n_objs;
+  report_t r = {0};
+  symbolize(b, p, o, &objs, &n_objs, &r);
+  const profile_t *result = pbuild_profile(b);
+  int rc = EXIT_SUCCESS;
+  if (pbuild_failed(b)) rc = tool_error("%s: out of memory", in);
+  else if (profile_write(result, out ? out : in, err, sizeof err) != 0) rc = tool_error("%s", err);
+  else if (!o->quiet) print_report(out ? out : in, &r, objs, n_objs);
+  for (size_t i = 0; i < n_objs; i++) sym_obj_close(objs[i].obj);
+  free(objs);
+  sym_finish();
+  pbuild_free(b);
+  profile_free(p);
+  return rc;
+}
+
+int cmd_symbolize(int argc, char **argv)
+{
+  enum { OPT_DEBUGDIR = 0x200 };
+  static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
+                                       {"debug-dir", required_argument, NULL, OPT_DEBUGDIR},
+                                       {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  const char *out = NULL, *dirs[64];
+  sym_opts_t o = {.debug_dirs = dirs};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
+    switch (c) {
+    case 'o': out = optarg; break;
+    case 'q': o.quiet = true; break;
+    case OPT_DEBUGDIR:
+      if (o.n_debug_dirs == sizeof dirs / sizeof dirs[0]) return tool_usage_error("too many --debug-dir");
+      dirs[o.n_debug_dirs++] = optarg;
+      break;
+    case 'h': return tool_help(usage);
+    default: return tool_getopt_error(c, argv);
+    }
+  }
+  if (optind == argc) return tool_usage_error("no profile given");
+  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  return symbolize_file(argv[optind], out, &o);
+}

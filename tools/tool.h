@@ -1,0 +1,234 @@
+/* tool.h - what the files of the mimalloc-prof command share: messages and option parsing (cli.c),
+ * reading and writing profiles (profile.c), building new profiles (pbuild.c), the report model of
+ * top/tree/diff/flame/folded (view.c), symbolization (symbolize.c, dwarf.c), demangling (demangle.cc),
+ * and one entry point per subcommand (run.c, top.c, ...).
+ *
+ * Exit statuses, for every subcommand: 0 success, 1 an error while doing the work (unreadable file,
+ * nothing to write), 2 a usage error (bad option or value, wrong number of arguments); `run` passes its
+ * program's status through.
+ */
+#ifndef MPROF_TOOL_H
+#define MPROF_TOOL_H
+
+#include "config.h"
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "profile.pb-c.h"
+
+#define EXIT_USAGE 2
+
+typedef Perftools__Profiles__Profile   profile_t;
+typedef Perftools__Profiles__ValueType value_type_t;
+typedef Perftools__Profiles__Sample    sample_t;
+typedef Perftools__Profiles__Mapping   mapping_t;
+typedef Perftools__Profiles__Location  location_t;
+typedef Perftools__Profiles__Line      line_t;
+typedef Perftools__Profiles__Function  function_t;
+
+/* ---------------------------------------------------------------------------------------------------
+   "cli.c": messages ("mimalloc-prof CMD: ..."), option values
+--------------------------------------------------------------------------------------------------- */
+
+extern const char *tool_cmd;     /* the subcommand running, for messages ("run", "top", ...) */
+
+/* One line on stderr; return 2 (usage: adds "Try 'mimalloc-prof CMD --help'.") or 1. */
+int  tool_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int  tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tool_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The message for a getopt_long result of '?' or ':' (optstring starting with ':'). */
+int  tool_getopt_error(int c, char *const *argv);
+
+/* A whole decimal number in min..max (no sign, no suffix); false when it is not one. */
+bool tool_parse_count(const char *text, long min, long max, long *out);
+
+/* Prints a usage text to stdout (--help) and returns 0. */
+int  tool_help(const char *text);
+
+/* `bytes` for people: 512 B, 1.50 KiB, 12.3 MiB, 4.00 GiB (three significant digits, sign kept). */
+const char *tool_bytes(int64_t bytes, char *buf, size_t len);
+/* A count with thousands separators: 1,234,567. */
+const char *tool_count(int64_t n, char *buf, size_t len);
+
+/* ---------------------------------------------------------------------------------------------------
+   "profile.c": reading, writing, looking things up by id
+--------------------------------------------------------------------------------------------------- */
+
+/* Reads a profile: gzip-compressed (as profiles are written) or not.  NULL with a reason in err. */
+profile_t *profile_read(const char *path, char *err, size_t err_len);
+void       profile_free(profile_t *p);
+
+/* Writes `p` gzip-compressed to `path` through a temporary file in the same directory, renamed over
+ * `path` when complete.  0, or -1 with a reason in err. */
+int profile_write(const profile_t *p, const char *path, char *err, size_t err_len);
+
+/* string_table[i], "" for an index out of range. */
+const char *pstr(const profile_t *p, int64_t i);
+
+/* Lookups by id (ids are usually 1..n in order; any order works). */
+typedef struct pindex_s {
+  const profile_t *p;
+  void *loc_ids, *fn_ids, *map_ids;       /* (id, position) sorted by id when not positional, else NULL */
+} pindex_t;
+void              pindex_init(pindex_t *ix, const profile_t *p);
+void              pindex_free(pindex_t *ix);
+const location_t *pindex_location(const pindex_t *ix, uint64_t id);
+const function_t *pindex_function(const pindex_t *ix, uint64_t id);
+const mapping_t  *pindex_mapping(const pindex_t *ix, uint64_t id);
+size_t            pindex_location_pos(const pindex_t *ix, uint64_t id);   /* SIZE_MAX when unknown */
+size_t            pindex_mapping_pos(const pindex_t *ix, uint64_t id);
+
+/* The sample type named `name` (its position), or SIZE_MAX. */
+size_t profile_sample_type(const profile_t *p, const char *name);
+/* "alloc_objects, alloc_space, ..." for messages. */
+const char *profile_sample_types(const profile_t *p, char *buf, size_t len);
+
+/* The file name of a mapping without its directories ("python3.11"). */
+const char *profile_mapping_base(const profile_t *p, const mapping_t *m);
+
+/* ---------------------------------------------------------------------------------------------------
+   "pbuild.c": a new profile, with every string, function, mapping, location and sample interned
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct pbuild_s pbuild_t;
+
+typedef struct pb_line_s {
+  uint64_t function_id;
+  int64_t  line;
+} pb_line_t;
+
+/* A builder whose header (sample types, period, times, comments, drop/keep frames) is copied from
+ * `header`; NULL on no memory. */
+pbuild_t *pbuild_new(const profile_t *header);
+void      pbuild_free(pbuild_t *b);
+bool      pbuild_failed(const pbuild_t *b);   /* an allocation failed somewhere */
+
+int64_t  pb_string(pbuild_t *b, const char *s);
+uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, const char *file, int64_t start_line);
+/* A mapping; one already there for the same file (build ID, file name, offset and size) is reused, and
+ * *delta says how far this one's addresses must move to land in it. */
+uint64_t pb_mapping(pbuild_t *b, const profile_t *p, const mapping_t *m, int64_t *delta);
+/* Sets the has_* flags of a mapping the builder made. */
+void     pb_mapping_flags(pbuild_t *b, uint64_t id, bool functions, bool filenames, bool lines, bool inlines);
+uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines, size_t n_lines);
+/* Adds `sign` x values to the sample with these locations (a new one when there is none). */
+void     pb_sample(pbuild_t *b, const uint64_t *location_ids, size_t n, const int64_t *values, int sign);
+/* Copies the whole of `p` in (locations and functions as they are): merging profiles is calling this
+ * for each. */
+bool     pb_add_profile(pbuild_t *b, const profile_t *p, int sign);
+void     pb_comment(pbuild_t *b, const char *text);
+void     pb_keep_max_period(pbuild_t *b, const profile_t *p);   /* period = max, time = earliest */
+/* The profile (owned by the builder; samples whose values are all 0 are left out). */
+const profile_t *pbuild_profile(pbuild_t *b);
+
+/* Whether two profiles can be merged (same sample types and period type); else why. */
+bool profile_compatible(const profile_t *a, const profile_t *b, char *why, size_t why_len);
+
+/* ---------------------------------------------------------------------------------------------------
+   "view.c": a profile as stacks of frame names with one value each, for the reports
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct view_opts_s {
+  const char *sample_index;     /* NULL: inuse_space, else the profile's default */
+  regex_t     focus, ignore, fold;
+  bool        has_focus, has_ignore, has_fold;
+  bool        lines;            /* frames are "function file:line" */
+  bool        fold_std;         /* fold the allocator wrappers of C++ and common C helpers */
+  long        rows;             /* -n: rows or stacks to show */
+  bool        sort_cum;         /* --sort=cum */
+  double      min_share;        /* tree: hide nodes below this fraction of the total */
+} view_opts_t;
+
+/* Long options every report takes; `view_option` handles them (and -n, -s). */
+#define VIEW_OPT_FOCUS   0x101
+#define VIEW_OPT_IGNORE  0x102
+#define VIEW_OPT_FOLD    0x103
+#define VIEW_OPT_LINES   0x104
+#define VIEW_OPT_SORT    0x105
+#define VIEW_OPT_FOLDSTD 0x106
+#define VIEW_LONG_OPTIONS \
+  {"sample-index", required_argument, NULL, 's'}, {"focus", required_argument, NULL, VIEW_OPT_FOCUS}, \
+  {"ignore", required_argument, NULL, VIEW_OPT_IGNORE}, {"fold", required_argument, NULL, VIEW_OPT_FOLD}, \
+  {"fold-alloc", no_argument, NULL, VIEW_OPT_FOLDSTD}, {"lines", no_argument, NULL, VIEW_OPT_LINES}, \
+  {"help", no_argument, NULL, 'h'}
+void view_opts_init(view_opts_t *o);
+void view_opts_free(view_opts_t *o);
+/* Handles one option of VIEW_LONG_OPTIONS (or -n, -s, --sort); -1 when `c` is not one of them, 0 when
+ * handled, else the exit status of a usage error (already reported). */
+int  view_option(view_opts_t *o, int c, const char *arg);
+
+typedef struct view_stack_s {
+  uint32_t *frames;              /* name ids, innermost first */
+  uint32_t  depth;
+  int64_t   value;
+  int64_t   objects;             /* the matching count (inuse_objects for inuse_space, ...), or 0 */
+} view_stack_t;
+
+typedef struct view_s {
+  const profile_t *p;
+  size_t       vi;               /* the sample type shown */
+  const char  *type, *unit;
+  bool         bytes;            /* unit is bytes */
+  char       **names;            /* frame names by id */
+  bool        *named;            /* whether the name came from a symbol (not module+offset) */
+  size_t       n_names, cap_names;
+  view_stack_t *stacks;          /* one per sample that passed focus/ignore, with a nonzero value */
+  size_t       n_stacks;
+  int64_t      total;            /* over those stacks */
+  int64_t      total_all;        /* over every sample, before focus/ignore */
+  int64_t      named_leaf;       /* of total: stacks whose innermost frame is named */
+  size_t       unnamed_frames;   /* frames (of kept stacks) shown as module+offset */
+  void        *priv;
+} view_t;
+
+/* Builds the view; on error prints a message and returns its exit status (else 0). */
+int  view_build(view_t *v, const profile_t *p, const view_opts_t *o);
+void view_free(view_t *v);
+/* One line, or nothing: the hint printed when the chosen type is empty and another is not. */
+void view_hint(const view_t *v, const view_opts_t *o, FILE *f);
+/* A value for people: bytes as KiB/MiB, counts with separators. */
+const char *view_value(const view_t *v, int64_t value, char *buf, size_t len);
+
+/* Per-name totals (flat: innermost frame; cum: every stack the name is in, once per stack). */
+typedef struct view_site_s {
+  uint32_t name;
+  int64_t  flat, cum;
+} view_site_t;
+view_site_t *view_sites(const view_t *v, size_t *n);   /* one per name with a nonzero flat or cum */
+
+/* ---------------------------------------------------------------------------------------------------
+   "symbolize.c", "dwarf.c", "demangle.cc"
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct sym_opts_s {
+  const char **debug_dirs;       /* searched before /usr/lib/debug (build-id and debuglink) */
+  size_t       n_debug_dirs;
+  bool         quiet;            /* no summary line */
+} sym_opts_t;
+
+/* Symbolizes the profile in `in` into `out` (a new gzip file, `in` when out is NULL).  Prints a
+ * summary on stderr.  Returns 0, or 1 after an error message. */
+int symbolize_file(const char *in, const char *out, const sym_opts_t *o);
+
+/* The demangled form of a C++ name (malloc'd), or NULL when `name` is not a mangled name. */
+char *tool_demangle(const char *name);
+
+/* ---------------------------------------------------------------------------------------------------
+   Subcommands (argv[0] is the subcommand's name)
+--------------------------------------------------------------------------------------------------- */
+
+int cmd_run(int argc, char **argv);
+int cmd_symbolize(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_tree(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_flame(int argc, char **argv);
+int cmd_folded(int argc, char **argv);
+
+#endif

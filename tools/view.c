@@ -1,0 +1,371 @@
+/* view.c - a profile as the reports see it: for one sample type, a list of stacks of frame names
+ * (innermost first) with a value each, after the options every report takes.
+ *
+ * A location gives one frame per Line (inlined functions first, as pprof orders them), named by its
+ * Function's name (demangled when it is still a mangled C++ name), else "module+0xOFFSET" (offset in
+ * the file).  Options, in the order they apply:
+ *   --fold RE, --fold-alloc  innermost frames matching are dropped, so what allocator wrappers
+ *                            allocate is charged to their callers (one frame is always kept);
+ *   --focus RE               only stacks with a frame matching RE;
+ *   --ignore RE              no stacks with a frame matching RE.
+ * Regular expressions are POSIX extended ones, matched anywhere in the frame's name.
+ */
+#include "tool.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Allocator wrappers --fold-alloc folds: C++'s operator new and standard allocators, the vector and
+ * string growth paths that only call them, and common x*alloc / GLib helpers. */
+static const char fold_std_re[] =
+  "^(operator new|std::allocator|std::__new_allocator|__gnu_cxx::new_allocator|std::allocator_traits|"
+  "std::_Vector_base<.*>::_M_allocate|std::__cxx11::basic_string<.*>::_M_create|"
+  "(x|g_|g_try_)(malloc|malloc0|calloc|realloc|zalloc|strdup|strndup|memdup)([ (]|$))";
+
+typedef struct view_priv_s {
+  uint32_t  *slot;               /* name index: open addressing, id + 1 */
+  size_t     cap;
+  uint32_t **loc_frames;         /* by location position */
+  uint32_t  *loc_depth;
+  uint32_t  *scratch;            /* one stack's frames while it is built */
+  size_t     scratch_cap;
+  regex_t    fold_std;
+  bool       has_fold_std;
+} view_priv_t;
+
+void view_opts_init(view_opts_t *o)
+{
+  memset(o, 0, sizeof *o);
+  o->rows = 20;
+  o->min_share = 0.01;
+}
+
+void view_opts_free(view_opts_t *o)
+{
+  if (o->has_focus) regfree(&o->focus);
+  if (o->has_ignore) regfree(&o->ignore);
+  if (o->has_fold) regfree(&o->fold);
+}
+
+static int compile(regex_t *re, bool *has, const char *opt, const char *text)
+{
+  if (*has) return tool_usage_error("%s given twice (join the expressions with |)", opt);
+  int rc = regcomp(re, text, REG_EXTENDED | REG_NOSUB);
+  if (rc != 0) {
+    char msg[256];
+    regerror(rc, re, msg, sizeof msg);
+    return tool_usage_error("%s '%s': not a regular expression (%s)", opt, text, msg);
+  }
+  *has = true;
+  return 0;
+}
+
+int view_option(view_opts_t *o, int c, const char *arg)
+{
+  switch (c) {
+  case 's': o->sample_index = arg; return 0;
+  case 'n':
+    if (!tool_parse_count(arg, 1, 1000000000, &o->rows))
+      return tool_usage_error("-n '%s': expected a number of rows from 1 up", arg);
+    return 0;
+  case VIEW_OPT_FOCUS: return compile(&o->focus, &o->has_focus, "--focus", arg);
+  case VIEW_OPT_IGNORE: return compile(&o->ignore, &o->has_ignore, "--ignore", arg);
+  case VIEW_OPT_FOLD: return compile(&o->fold, &o->has_fold, "--fold", arg);
+  case VIEW_OPT_FOLDSTD: o->fold_std = true; return 0;
+  case VIEW_OPT_LINES: o->lines = true; return 0;
+  case VIEW_OPT_SORT:
+    if (strcmp(arg, "flat") == 0) o->sort_cum = false;
+    else if (strcmp(arg, "cum") == 0) o->sort_cum = true;
+    else return tool_usage_error("--sort '%s': expected flat or cum", arg);
+    return 0;
+  default: return -1;
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Frame names
+--------------------------------------------------------------------------------------------------- */
+
+static uint64_t str_hash(const char *s)
+{
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+static uint32_t name_id(view_t *v, const char *name, bool named)
+{
+  view_priv_t *pv = v->priv;
+  if ((v->n_names + 1) * 2 > pv->cap) {
+    size_t cap = pv->cap ? pv->cap * 2 : 1024;
+    uint32_t *slot = calloc(cap, sizeof *slot);
+    if (slot == NULL) abort();
+    for (size_t i = 0; i < v->n_names; i++) {
+      size_t k = (size_t)str_hash(v->names[i]) & (cap - 1);
+      while (slot[k] != 0) k = (k + 1) & (cap - 1);
+      slot[k] = (uint32_t)i + 1;
+    }
+    free(pv->slot);
+    pv->slot = slot;
+    pv->cap = cap;
+  }
+  size_t k = (size_t)str_hash(name) & (pv->cap - 1);
+  for (; pv->slot[k] != 0; k = (k + 1) & (pv->cap - 1)) {
+    if (strcmp(v->names[pv->slot[k] - 1], name) == 0) return pv->slot[k] - 1;
+  }
+  if (v->n_names == v->cap_names) {
+    v->cap_names = v->cap_names ? v->cap_names * 2 : 1024;
+    v->names = realloc(v->names, v->cap_names * sizeof *v->names);
+    v->named = realloc(v->named, v->cap_names * sizeof *v->named);
+    if (v->names == NULL || v->named == NULL) abort();
+  }
+  v->names[v->n_names] = strdup(name);
+  if (v->names[v->n_names] == NULL) abort();
+  v->named[v->n_names] = named;
+  pv->slot[k] = (uint32_t)v->n_names + 1;
+  return (uint32_t)v->n_names++;
+}
+
+/* The last two components of a path (Objects/listobject.c), enough to tell files apart. */
+static const char *short_path(const char *path)
+{
+  const char *last = strrchr(path, '/');
+  if (last == NULL) return path;
+  const char *p = last;
+  while (p > path && p[-1] != '/') p--;
+  return p > path ? p : path;
+}
+
+static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bool with_lines)
+{
+  const profile_t *p = v->p;
+  const function_t *f = pindex_function(ix, line->function_id);
+  const char *name = f ? pstr(p, f->name) : "";
+  if (name[0] == '\0' && f != NULL) name = pstr(p, f->system_name);
+  char *demangled = name[0] == '_' && name[1] == 'Z' ? tool_demangle(name) : NULL;
+  if (demangled != NULL) name = demangled;
+  if (name[0] == '\0') name = "?";
+  uint32_t id;
+  const char *file = f ? pstr(p, f->filename) : "";
+  if (with_lines && file[0] != '\0') {
+    size_t len = strlen(name) + strlen(file) + 32;
+    char *buf = malloc(len);
+    if (buf == NULL) abort();
+    if (line->line > 0) snprintf(buf, len, "%s %s:%lld", name, short_path(file), (long long)line->line);
+    else snprintf(buf, len, "%s %s", name, short_path(file));
+    id = name_id(v, buf, true);
+    free(buf);
+  } else {
+    id = name_id(v, name, true);
+  }
+  free(demangled);
+  return id;
+}
+
+/* The frames of every location, innermost first. */
+static void name_locations(view_t *v, const pindex_t *ix, bool with_lines)
+{
+  const profile_t *p = v->p;
+  view_priv_t *pv = v->priv;
+  pv->loc_frames = calloc(p->n_location + 1, sizeof *pv->loc_frames);
+  pv->loc_depth = calloc(p->n_location + 1, sizeof *pv->loc_depth);
+  if (pv->loc_frames == NULL || pv->loc_depth == NULL) abort();
+  for (size_t i = 0; i < p->n_location; i++) {
+    const location_t *l = p->location[i];
+    uint32_t *frames = malloc((l->n_line ? l->n_line : 1) * sizeof *frames);
+    if (frames == NULL) abort();
+    if (l->n_line == 0) {
+      const mapping_t *m = l->mapping_id ? pindex_mapping(ix, l->mapping_id) : NULL;
+      char buf[512];
+      if (m != NULL)
+        snprintf(buf, sizeof buf, "%s+0x%llx", profile_mapping_base(p, m),
+                 (unsigned long long)(l->address - m->memory_start + m->file_offset));
+      else
+        snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)l->address);
+      frames[0] = name_id(v, buf, false);
+      pv->loc_depth[i] = 1;
+    } else {
+      for (size_t k = 0; k < l->n_line; k++) frames[k] = line_frame(v, ix, l->line[k], with_lines);
+      pv->loc_depth[i] = (uint32_t)l->n_line;
+    }
+    pv->loc_frames[i] = frames;
+  }
+}
+
+static bool matches(const regex_t *re, const char *name)
+{
+  return regexec(re, name, 0, NULL, 0) == 0;
+}
+
+static bool any_matches(const view_t *v, const regex_t *re, const uint32_t *frames, size_t depth)
+{
+  for (size_t i = 0; i < depth; i++) {
+    if (matches(re, v->names[frames[i]])) return true;
+  }
+  return false;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The view
+--------------------------------------------------------------------------------------------------- */
+
+/* The sample type to show: the option's, else inuse_space, else the profile's default, else the last. */
+static int pick_type(view_t *v, const view_opts_t *o)
+{
+  const profile_t *p = v->p;
+  char types[256];
+  if (p->n_sample_type == 0) return tool_error("the profile has no sample types");
+  if (o->sample_index != NULL) {
+    v->vi = profile_sample_type(p, o->sample_index);
+    if (v->vi == SIZE_MAX)
+      return tool_usage_error("-s '%s': the profile has no such sample type (it has %s)", o->sample_index,
+                              profile_sample_types(p, types, sizeof types));
+  } else {
+    v->vi = profile_sample_type(p, "inuse_space");
+    if (v->vi == SIZE_MAX) v->vi = profile_sample_type(p, pstr(p, p->default_sample_type));
+    if (v->vi == SIZE_MAX) v->vi = p->n_sample_type - 1;
+  }
+  v->type = pstr(p, p->sample_type[v->vi]->type);
+  v->unit = pstr(p, p->sample_type[v->vi]->unit);
+  v->bytes = strcmp(v->unit, "bytes") == 0;
+  return 0;
+}
+
+/* The count that goes with a space type (inuse_objects for inuse_space), or SIZE_MAX. */
+static size_t objects_index(const view_t *v)
+{
+  char name[128];
+  const char *us = strrchr(v->type, '_');
+  if (us == NULL || strcmp(us, "_space") != 0) return SIZE_MAX;
+  snprintf(name, sizeof name, "%.*s_objects", (int)(us - v->type), v->type);
+  return profile_sample_type(v->p, name);
+}
+
+int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
+{
+  memset(v, 0, sizeof *v);
+  v->p = p;
+  view_priv_t *pv = calloc(1, sizeof *pv);
+  if (pv == NULL) abort();
+  v->priv = pv;
+  int rc = pick_type(v, o);
+  if (rc != 0) return rc;
+  if (o->fold_std) {
+    if (regcomp(&pv->fold_std, fold_std_re, REG_EXTENDED | REG_NOSUB) != 0) abort();
+    pv->has_fold_std = true;
+  }
+  pindex_t ix;
+  pindex_init(&ix, p);
+  name_locations(v, &ix, o->lines);
+  size_t oi = objects_index(v);
+  v->stacks = calloc(p->n_sample + 1, sizeof *v->stacks);
+  if (v->stacks == NULL) abort();
+  for (size_t s = 0; s < p->n_sample; s++) {
+    const sample_t *smp = p->sample[s];
+    if (v->vi >= smp->n_value || smp->value[v->vi] == 0) continue;
+    int64_t value = smp->value[v->vi];
+    v->total_all += value;
+    size_t depth = 0;
+    for (size_t k = 0; k < smp->n_location_id; k++) {
+      size_t pos = pindex_location_pos(&ix, smp->location_id[k]);
+      if (pos == SIZE_MAX) continue;
+      if (depth + pv->loc_depth[pos] > pv->scratch_cap) {
+        pv->scratch_cap = (depth + pv->loc_depth[pos]) * 2 + 64;
+        pv->scratch = realloc(pv->scratch, pv->scratch_cap * sizeof *pv->scratch);
+        if (pv->scratch == NULL) abort();
+      }
+      memcpy(pv->scratch + depth, pv->loc_frames[pos], pv->loc_depth[pos] * sizeof *pv->scratch);
+      depth += pv->loc_depth[pos];
+    }
+    uint32_t *frames = pv->scratch;
+    while (depth > 1 && ((o->has_fold && matches(&o->fold, v->names[frames[0]])) ||
+                         (pv->has_fold_std && matches(&pv->fold_std, v->names[frames[0]])))) {
+      frames++;
+      depth--;
+    }
+    if (o->has_focus && !any_matches(v, &o->focus, frames, depth)) continue;
+    if (o->has_ignore && any_matches(v, &o->ignore, frames, depth)) continue;
+    view_stack_t *st = &v->stacks[v->n_stacks++];
+    st->frames = malloc((depth ? depth : 1) * sizeof *st->frames);
+    if (st->frames == NULL) abort();
+    if (depth != 0) memcpy(st->frames, frames, depth * sizeof *frames);
+    st->depth = (uint32_t)depth;
+    st->value = value;
+    st->objects = oi != SIZE_MAX && oi < smp->n_value ? smp->value[oi] : 0;
+    v->total += value;
+    if (depth > 0 && v->named[frames[0]]) v->named_leaf += value;
+    for (size_t k = 0; k < depth; k++) v->unnamed_frames += !v->named[frames[k]];
+  }
+  pindex_free(&ix);
+  return 0;
+}
+
+void view_free(view_t *v)
+{
+  view_priv_t *pv = v->priv;
+  if (pv != NULL) {
+    for (size_t i = 0; pv->loc_frames != NULL && i < v->p->n_location; i++) free(pv->loc_frames[i]);
+    free(pv->loc_frames);
+    free(pv->loc_depth);
+    free(pv->slot);
+    free(pv->scratch);
+    if (pv->has_fold_std) regfree(&pv->fold_std);
+    free(pv);
+  }
+  for (size_t i = 0; i < v->n_names; i++) free(v->names[i]);
+  free(v->names);
+  free(v->named);
+  for (size_t i = 0; i < v->n_stacks; i++) free(v->stacks[i].frames);
+  free(v->stacks);
+  memset(v, 0, sizeof *v);
+}
+
+const char *view_value(const view_t *v, int64_t value, char *buf, size_t len)
+{
+  return v->bytes ? tool_bytes(value, buf, len) : tool_count(value, buf, len);
+}
+
+void view_hint(const view_t *v, const view_opts_t *o, FILE *f)
+{
+  if (v->total_all != 0 || o->sample_index != NULL || strncmp(v->type, "inuse_", 6) != 0) return;
+  char other[64], buf[32];
+  snprintf(other, sizeof other, "alloc_%s", v->type + 6);
+  size_t ai = profile_sample_type(v->p, other);
+  if (ai == SIZE_MAX) return;
+  int64_t total = 0;
+  for (size_t s = 0; s < v->p->n_sample; s++) {
+    if (ai < v->p->sample[s]->n_value) total += v->p->sample[s]->value[ai];
+  }
+  if (total != 0)
+    fprintf(f, "(nothing was in use when the profile was written, but %s %s were allocated: add -s %s)\n",
+            v->bytes ? tool_bytes(total, buf, sizeof buf) : tool_count(total, buf, sizeof buf),
+            v->bytes ? "bytes" : "objects", other);
+}
+
+view_site_t *view_sites(const view_t *v, size_t *n)
+{
+  int64_t *flat = calloc(v->n_names + 1, sizeof *flat), *cum = calloc(v->n_names + 1, sizeof *cum);
+  size_t *last = calloc(v->n_names + 1, sizeof *last);
+  if (flat == NULL || cum == NULL || last == NULL) abort();
+  for (size_t s = 0; s < v->n_stacks; s++) {
+    const view_stack_t *st = &v->stacks[s];
+    if (st->depth > 0) flat[st->frames[0]] += st->value;
+    for (size_t k = 0; k < st->depth; k++) {
+      uint32_t id = st->frames[k];
+      if (last[id] == s + 1) continue;       /* a recursive function counts once per stack */
+      last[id] = s + 1;
+      cum[id] += st->value;
+    }
+  }
+  view_site_t *sites = malloc((v->n_names + 1) * sizeof *sites);
+  if (sites == NULL) abort();
+  *n = 0;
+  for (size_t i = 0; i < v->n_names; i++) {
+    if (flat[i] != 0 || cum[i] != 0) sites[(*n)++] = (view_site_t){(uint32_t)i, flat[i], cum[i]};
+  }
+  free(flat);
+  free(cum);
+  free(last);
+  return sites;
+}
