@@ -1,2 +1,184 @@
+/* flame.c - `mimalloc-prof flame`: a flame graph of a profile as one self-contained SVG file.
+ *
+ * The root ("all") is at the top, each frame below its caller (an icicle: the widest frames are seen
+ * first without scrolling however deep the stacks), as wide as its share of the total;
+ * siblings are ordered by size, the largest on the left.  The layout is computed here, so the picture is
+ * complete without scripts (any SVG viewer shows it); the embedded script (flame.js, compiled in as a
+ * string) adds hover details, zoom and search in a browser.  Frames narrower than 0.1 pixel are left
+ * out, with what they hold counted in their caller.
+ */
 #include "tool.h"
-int cmd_flame(int argc, char **argv) { (void)argc, (void)argv; return tool_error("not yet"); }
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flame_js.h"   /* flame_js: the script, generated from tools/flame.js */
+
+#define WIDTH        1200
+#define PAD          10
+#define FRAME_H      17
+#define TOP          56        /* title, then the details line */
+#define BOTTOM       8
+#define MIN_PX       0.1
+
+static const char usage[] =
+  "usage: mimalloc-prof flame [-s TYPE] [--title TEXT] [--focus RE] [--ignore RE] [--fold RE]\n"
+  "                           [--fold-alloc] [--lines] -o OUT.svg FILE\n"
+  "Write an interactive flame graph of a heap profile (self-contained SVG; hover, click to zoom,\n"
+  "Search or Ctrl-F in a browser).  Options as for top.\n"
+  "See mimalloc-prof(1).\n";
+
+static void xml(FILE *f, const char *s)
+{
+  for (; *s; s++) {
+    switch (*s) {
+    case '&': fputs("&amp;", f); break;
+    case '<': fputs("&lt;", f); break;
+    case '>': fputs("&gt;", f); break;
+    case '"': fputs("&quot;", f); break;
+    default:
+      if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
+    }
+  }
+}
+
+/* Warm colours from the name (the same function, the same colour); grey for the library's dropped-sample
+ * frames, blue-grey for frames without a name. */
+static void colour(const view_t *v, uint32_t name, char *buf, size_t len)
+{
+  const char *s = name == UINT32_MAX ? "" : v->names[name];
+  if (name == UINT32_MAX) {
+    snprintf(buf, len, "rgb(200,200,200)");
+    return;
+  }
+  if (strncmp(s, "[mimalloc-prof: dropped", 23) == 0) {
+    snprintf(buf, len, "rgb(170,170,170)");
+    return;
+  }
+  if (!v->named[name]) {
+    snprintf(buf, len, "rgb(160,180,205)");
+    return;
+  }
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  snprintf(buf, len, "rgb(%u,%u,%u)", 205 + (h & 0x3f) % 50, 80 + (h >> 8) % 150, 40 + (h >> 16) % 50);
+}
+
+typedef struct layout_s {
+  FILE          *f;
+  const view_t  *v;
+  const ctree_t *t;
+} layout_t;
+
+static void frame(const layout_t *l, uint32_t id, double x, unsigned depth)
+{
+  const ctree_node_t *n = &l->t->nodes[id];
+  double w = (double)n->value / (double)l->v->total;
+  if (w * (WIDTH - 2 * PAD) < MIN_PX) return;
+  const char *name = id == 0 ? "all" : l->v->names[n->name];
+  char fill[32], amount[32];
+  colour(l->v, id == 0 ? UINT32_MAX : n->name, fill, sizeof fill);
+  double px = PAD + x * (WIDTH - 2 * PAD), pw = w * (WIDTH - 2 * PAD);
+  int y = TOP + (int)depth * FRAME_H;
+  fputs("<g class=\"f\" data-n=\"", l->f);
+  xml(l->f, name);
+  fprintf(l->f, "\" data-v=\"%lld\" data-x=\"%.12g\" data-w=\"%.12g\" data-d=\"%u\"><title>", (long long)n->value, x, w,
+          depth);
+  xml(l->f, name);
+  fprintf(l->f, ": %s (%.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>",
+          view_value(l->v, n->value, amount, sizeof amount), 100 * w, px, y, pw, FRAME_H - 1, fill);
+  fprintf(l->f, "<text x=\"%.2f\" y=\"%d\"></text></g>\n", px + 3, y + FRAME_H - 5);
+  double cx = x;
+  for (uint32_t c = n->first_child; c != 0; c = l->t->nodes[c].next_sibling) {
+    if (l->t->nodes[c].value <= 0) continue;
+    frame(l, c, cx, depth + 1);
+    cx += (double)l->t->nodes[c].value / (double)l->v->total;
+  }
+}
+
+static void write_svg(FILE *f, const view_t *v, const ctree_t *t, const char *title)
+{
+  int height = TOP + BOTTOM + (int)(t->max_depth + 1) * FRAME_H;
+  char total[32];
+  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+             "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+             "viewBox=\"0 0 %d %d\" data-total=\"%lld\" data-unit=\"%s\">\n",
+          WIDTH, height, WIDTH, height, (long long)v->total, v->bytes ? "bytes" : "objects");
+  fputs("<style>\n"
+        "text { font-family: monospace; font-size: 12px; fill: #000; }\n"
+        "g.f text { pointer-events: none; }\n"
+        "g.f:hover rect { stroke: #000; stroke-width: 0.6; }\n"
+        "g.f { cursor: pointer; }\n"
+        "g.parent { opacity: 0.55; }\n"
+        "#title { font-size: 16px; }\n"
+        ".button { fill: #1a4f9c; cursor: pointer; text-decoration: underline; }\n"
+        "</style>\n", f);
+  fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#f8f8f4\"/>\n"
+             "<text id=\"title\" x=\"%d\" y=\"24\" text-anchor=\"middle\">", WIDTH / 2);
+  xml(f, title);
+  fprintf(f, " (%s)</text>\n", view_value(v, v->total, total, sizeof total));
+  fprintf(f, "<text id=\"reset\" class=\"button\" x=\"%d\" y=\"24\" style=\"visibility: hidden\">Reset zoom</text>\n"
+             "<text id=\"search\" class=\"button\" x=\"%d\" y=\"24\" text-anchor=\"end\">Search</text>\n"
+             "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n"
+             "<text id=\"matched\" x=\"%d\" y=\"%d\" text-anchor=\"end\"></text>\n<g id=\"frames\">\n",
+          PAD, WIDTH - PAD, PAD, TOP - 10, WIDTH - PAD, TOP - 10);
+  layout_t l = {f, v, t};
+  if (v->total > 0) frame(&l, 0, 0.0, 0);
+  fputs("</g>\n<script type=\"text/ecmascript\"><![CDATA[\n", f);
+  fputs(flame_js, f);
+  fputs("]]></script>\n</svg>\n", f);
+}
+
+int cmd_flame(int argc, char **argv)
+{
+  enum { OPT_TITLE = 0x200 };
+  static const struct option opts[] = {VIEW_LONG_OPTIONS, {"output", required_argument, NULL, 'o'},
+                                       {"title", required_argument, NULL, OPT_TITLE}, {NULL, 0, NULL, 0}};
+  view_opts_t o;
+  view_opts_init(&o);
+  const char *out = NULL, *title = NULL;
+  int c, rc;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":s:o:h", opts, NULL)) != -1) {
+    if (c == 'h') return tool_help(usage);
+    if (c == '?' || c == ':') return tool_getopt_error(c, argv);
+    if (c == 'o') out = optarg;
+    else if (c == OPT_TITLE) title = optarg;
+    else if ((rc = view_option(&o, c, optarg)) != 0) return rc;
+  }
+  if (optind == argc) return tool_usage_error("no profile given");
+  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if (out == NULL) return tool_usage_error("no output given (-o OUT.svg)");
+  const char *path = argv[optind];
+  char err[512];
+  profile_t *p = profile_read(path, err, sizeof err);
+  if (p == NULL) return tool_error("%s", err);
+  view_t v;
+  if ((rc = view_build(&v, p, &o)) != 0) {
+    profile_free(p);
+    return rc;
+  }
+  if (v.total <= 0) view_hint(&v, &o, stderr);
+  ctree_t t;
+  ctree_build(&t, &v, false);
+  char tmp[4096], auto_title[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", out);
+  snprintf(auto_title, sizeof auto_title, "%s of %s", v.type, path);
+  FILE *f = fopen(tmp, "w");
+  if (f == NULL) {
+    rc = tool_error("cannot write %s: %s", out, strerror(errno));
+  } else {
+    write_svg(f, &v, &t, title ? title : auto_title);
+    if (ferror(f) | (fclose(f) != 0) || rename(tmp, out) != 0) {
+      rc = tool_error("cannot write %s: %s", out, strerror(errno));
+      remove(tmp);
+    }
+  }
+  ctree_free(&t);
+  view_free(&v);
+  view_opts_free(&o);
+  profile_free(p);
+  return rc;
+}

@@ -202,6 +202,31 @@ typedef struct view_site_s {
 view_site_t *view_sites(const view_t *v, size_t *n);   /* one per name with a nonzero flat or cum */
 
 /* ---------------------------------------------------------------------------------------------------
+   "calltree.c": the view's stacks merged into a tree (tree, flame)
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct ctree_node_s {
+  uint32_t name;                 /* view name id (the root: UINT32_MAX) */
+  uint32_t parent, first_child, next_sibling, depth;   /* node numbers; 0 = none (the root is 0) */
+  int64_t  value;                /* of the stacks through this node */
+  int64_t  self;                 /* of the stacks ending here */
+  int64_t  objects;
+} ctree_node_t;
+
+typedef struct ctree_s {
+  ctree_node_t *nodes;           /* nodes[0] is the root */
+  size_t        n, cap;
+  uint64_t     *index;           /* (parent, name) -> node, open addressing */
+  size_t        index_cap;
+  uint32_t      max_depth;
+} ctree_t;
+
+/* callers: the innermost frame at the first level (who calls the allocation sites); else the
+ * outermost (main, then what it calls).  Children are sorted by value, largest first. */
+void ctree_build(ctree_t *t, const view_t *v, bool callers);
+void ctree_free(ctree_t *t);
+
+/* ---------------------------------------------------------------------------------------------------
    "symbolize.c", "dwarf.c", "demangle.cc"
 --------------------------------------------------------------------------------------------------- */
 

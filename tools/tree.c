@@ -1,2 +1,112 @@
+/* tree.c - `mimalloc-prof tree`: the heaviest stacks as a tree.  By default each allocation site is a
+ * root and its children are its callers (who made the site allocate); --callees turns it around (main
+ * first, then what it calls).  A node below --min percent of the total is left out, and its parent
+ * says how much its hidden children hold.
+ */
 #include "tool.h"
-int cmd_tree(int argc, char **argv) { (void)argc, (void)argv; return tool_error("not yet"); }
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+  "usage: mimalloc-prof tree [-n ROOTS] [-s TYPE] [--callees] [--min PERCENT] [--depth N] [--focus RE]\n"
+  "                          [--ignore RE] [--fold RE] [--fold-alloc] [--lines] FILE\n"
+  "Print the heaviest stacks of a heap profile as a tree: each allocation site with its callers\n"
+  "(ROOTS sites, default 20), or with --callees from the program's entry down.\n"
+  "  --min PERCENT  leave out nodes below PERCENT of the total (default 1)\n"
+  "  --depth N      at most N levels (default 64)\n"
+  "  (-s, --focus, --ignore, --fold, --fold-alloc, --lines: as for top)\n"
+  "See mimalloc-prof(1).\n";
+
+typedef struct printer_s {
+  const view_t  *v;
+  const ctree_t *t;
+  int64_t        min;          /* smallest value shown */
+  long           depth;
+} printer_t;
+
+static void print_node(const printer_t *pr, uint32_t id, int level)
+{
+  const ctree_node_t *n = &pr->t->nodes[id];
+  char value[32];
+  double share = pr->v->total ? 100.0 * (double)n->value / (double)pr->v->total : 0.0;
+  printf("%10s %5.1f%%  %*s%s\n", view_value(pr->v, n->value, value, sizeof value), share, 2 * level, "",
+         pr->v->names[n->name]);
+  if (n->depth >= pr->depth) return;
+  int64_t hidden = 0;
+  size_t n_hidden = 0, n_shown = 0;
+  for (uint32_t c = n->first_child; c != 0; c = pr->t->nodes[c].next_sibling) {
+    if (pr->t->nodes[c].value >= pr->min && pr->t->nodes[c].value > 0) n_shown++;
+    else hidden += pr->t->nodes[c].value, n_hidden++;
+  }
+  /* A path without branches stays at one indentation: only where stacks part does it step in. */
+  int next = n_shown == 1 && n_hidden == 0 && n->self == 0 ? level : level + 1;
+  for (uint32_t c = n->first_child; c != 0; c = pr->t->nodes[c].next_sibling) {
+    if (pr->t->nodes[c].value >= pr->min && pr->t->nodes[c].value > 0) print_node(pr, c, next);
+  }
+  if (n_hidden != 0)
+    printf("%10s %5.1f%%  %*s(%zu more below the --min share)\n", view_value(pr->v, hidden, value, sizeof value),
+           pr->v->total ? 100.0 * (double)hidden / (double)pr->v->total : 0.0, 2 * next, "", n_hidden);
+}
+
+int cmd_tree(int argc, char **argv)
+{
+  enum { OPT_CALLEES = 0x200, OPT_MIN, OPT_DEPTH };
+  static const struct option opts[] = {VIEW_LONG_OPTIONS, {"callees", no_argument, NULL, OPT_CALLEES},
+                                       {"min", required_argument, NULL, OPT_MIN},
+                                       {"depth", required_argument, NULL, OPT_DEPTH}, {NULL, 0, NULL, 0}};
+  view_opts_t o;
+  view_opts_init(&o);
+  bool callees = false;
+  long depth = 64;
+  int c, rc;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":n:s:h", opts, NULL)) != -1) {
+    if (c == 'h') return tool_help(usage);
+    if (c == '?' || c == ':') return tool_getopt_error(c, argv);
+    if (c == OPT_CALLEES) callees = true;
+    else if (c == OPT_DEPTH) {
+      if (!tool_parse_count(optarg, 1, 100000, &depth))
+        return tool_usage_error("--depth '%s': expected a number of levels from 1 up", optarg);
+    } else if (c == OPT_MIN) {
+      char *end;
+      double pct = strtod(optarg, &end);
+      if (end == optarg || *end != '\0' || !(pct >= 0 && pct <= 100))
+        return tool_usage_error("--min '%s': expected a percentage from 0 to 100", optarg);
+      o.min_share = pct / 100;
+    } else if ((rc = view_option(&o, c, optarg)) != 0) {
+      return rc;
+    }
+  }
+  if (optind == argc) return tool_usage_error("no profile given");
+  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  const char *path = argv[optind];
+  char err[512], total[32];
+  profile_t *p = profile_read(path, err, sizeof err);
+  if (p == NULL) return tool_error("%s", err);
+  view_t v;
+  if ((rc = view_build(&v, p, &o)) != 0) {
+    profile_free(p);
+    return rc;
+  }
+  ctree_t t;
+  ctree_build(&t, &v, !callees);
+  printf("%s: %s, %s in %zu stacks; %s (nodes below %.3g%% left out)\n", path, v.type,
+         view_value(&v, v.total, total, sizeof total), v.n_stacks,
+         callees ? "from the entry point down to the allocation sites" : "each allocation site with its callers",
+         100 * o.min_share);
+  printer_t pr = {&v, &t, (int64_t)(o.min_share * (double)v.total), depth};
+  long roots = 0;
+  for (uint32_t r = t.nodes[0].first_child; r != 0 && roots < o.rows; r = t.nodes[r].next_sibling) {
+    if (t.nodes[r].value < pr.min || t.nodes[r].value <= 0) break;
+    print_node(&pr, r, 0);
+    roots++;
+  }
+  view_hint(&v, &o, stdout);
+  ctree_free(&t);
+  view_free(&v);
+  view_opts_free(&o);
+  profile_free(p);
+  return EXIT_SUCCESS;
+}
