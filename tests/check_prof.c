@@ -22,6 +22,11 @@ int main(void)
   srunner_add_suite(sr, pprof_suite());
   srunner_add_suite(sr, dump_suite());
   srunner_add_suite(sr, profiler_suite());
+  srunner_add_suite(sr, tool_cli_suite());
+  srunner_add_suite(sr, tool_run_suite());
+  srunner_add_suite(sr, tool_report_suite());
+  srunner_add_suite(sr, symbolize_suite());
+  srunner_add_suite(sr, tool_flame_suite());
 #else
   srunner_add_suite(sr, disabled_suite());
 #endif

@@ -24,6 +24,11 @@ Suite *unwind_suite(void);     /* test_unwind.c: loader lock, stack budget, fp r
 Suite *pprof_suite(void);      /* test_pprof.c: the profile format, timestamps, dropped frames, go tool pprof */
 Suite *dump_suite(void);       /* test_dump.c: dumps, triggers, leak report, errors, full budget */
 Suite *profiler_suite(void);   /* test_profiler.c: the profiler thread, final signals, fork under dlopen */
+Suite *tool_cli_suite(void);   /* test_tool_cli.c: mimalloc-prof's option checks, usage errors, -o DIR */
+Suite *tool_run_suite(void);   /* test_tool_run.c: mimalloc-prof run: signals, final profile */
+Suite *tool_report_suite(void);/* test_tool_report.c: top, tree, diff, merge, folded on known profiles */
+Suite *symbolize_suite(void);  /* test_symbolize.c: names, lines, inlines: -g, stripped, debuginfod, python3 */
+Suite *tool_flame_suite(void); /* test_tool_flame.c: the flame graph in headless Chromium */
 #else
 Suite *disabled_suite(void);   /* test_disabled.c: the --disable-pprof API */
 #endif

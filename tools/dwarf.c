@@ -344,11 +344,19 @@ void sym_obj_caps(const sym_obj_t *obj, bool *functions, bool *lines, bool *inli
 
 bool sym_obj_addr(const sym_obj_t *obj, const mapping_t *m, uint64_t address, uint64_t *file_addr)
 {
-  for (size_t i = 0; i < obj->n_loads; i++) {
+  for (size_t i = 0; i < obj->n_loads; i++) {      /* the segment at the mapping's file offset */
     const GElf_Phdr *ph = &obj->loads[i];
-    if (m->file_offset < ph->p_offset || m->file_offset >= ph->p_offset + (ph->p_filesz ? ph->p_filesz : 1))
+    if (ph->p_filesz == 0 || m->file_offset < ph->p_offset || m->file_offset >= ph->p_offset + ph->p_filesz)
       continue;
     *file_addr = address - m->memory_start + ph->p_vaddr + (m->file_offset - ph->p_offset);
+    return true;
+  }
+  /* A separate debug file keeps the program headers' addresses and sizes, not their file offsets and
+   * contents: the executable segment of the mapping's size. */
+  for (size_t i = 0; i < obj->n_loads; i++) {
+    const GElf_Phdr *ph = &obj->loads[i];
+    if (!(ph->p_flags & PF_X) || ph->p_memsz != m->memory_limit - m->memory_start) continue;
+    *file_addr = address - m->memory_start + ph->p_vaddr;
     return true;
   }
   return false;

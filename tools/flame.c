@@ -121,7 +121,8 @@ static void write_svg(FILE *f, const view_t *v, const ctree_t *t, const char *ti
   fprintf(f, " (%s)</text>\n", view_value(v, v->total, total, sizeof total));
   fprintf(f, "<text id=\"reset\" class=\"button\" x=\"%d\" y=\"24\" style=\"visibility: hidden\">Reset zoom</text>\n"
              "<text id=\"search\" class=\"button\" x=\"%d\" y=\"24\" text-anchor=\"end\">Search</text>\n"
-             "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n"
+             "<text id=\"details\" x=\"%d\" y=\"%d\">Point at a frame for details; click to zoom; "
+             "Search or Ctrl-F to find frames.</text>\n"
              "<text id=\"matched\" x=\"%d\" y=\"%d\" text-anchor=\"end\"></text>\n<g id=\"frames\">\n",
           PAD, WIDTH - PAD, PAD, TOP - 10, WIDTH - PAD, TOP - 10);
   layout_t l = {f, v, t};

@@ -15,6 +15,7 @@
             v: +g.getAttribute("data-v"), x: +g.getAttribute("data-x"), w: +g.getAttribute("data-w"),
             d: +g.getAttribute("data-d"), fill: g.querySelector("rect").getAttribute("fill")};
   });
+  const hint = details.textContent;
   let zoomed = null, pattern = null;
 
   function amount(v) {
@@ -94,7 +95,7 @@
       details.textContent = f.name + ": " + amount(f.v) + " (" + share(f.v, total) + " of all" +
         (zoomed ? ", " + share(f.v, zoomed.v) + " of the zoomed frame" : "") + ")";
     });
-    f.g.addEventListener("mouseout", function () { details.textContent = " "; });
+    f.g.addEventListener("mouseout", function () { details.textContent = hint; });
     f.g.addEventListener("click", function () { zoom(f); });
   }
   reset.addEventListener("click", function () { zoom(null); });

@@ -338,9 +338,9 @@ void view_hint(const view_t *v, const view_opts_t *o, FILE *f)
     if (ai < v->p->sample[s]->n_value) total += v->p->sample[s]->value[ai];
   }
   if (total != 0)
-    fprintf(f, "(nothing was in use when the profile was written, but %s %s were allocated: add -s %s)\n",
+    fprintf(f, "(nothing was in use when the profile was written, but %s%s were allocated: add -s %s)\n",
             v->bytes ? tool_bytes(total, buf, sizeof buf) : tool_count(total, buf, sizeof buf),
-            v->bytes ? "bytes" : "objects", other);
+            v->bytes ? "" : " objects", other);
 }
 
 view_site_t *view_sites(const view_t *v, size_t *n)

@@ -1,0 +1,216 @@
+/* test_tool_report.c - top, tree, diff, merge and folded of mimalloc-prof on synthetic profiles whose
+ * values are known exactly (tool_synthetic), and symbolize's rules for what it must leave alone. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites.h"
+#include "tool_util.h"
+
+#if MPROF_PPROF
+
+#define MiB (1024 * 1024)
+
+/* inuse: grow 3 MiB, operator new 2 MiB, gamma 1 MiB, dropped 512 KiB: 6.5 MiB in all. */
+static const tool_stack_t base_stacks[] = {
+  {"main;alpha;grow", 4 * MiB, 3 * MiB},
+  {"main;beta;gamma", 2 * MiB, 1 * MiB},
+  {"main;alpha;operator new(unsigned long)", 2 * MiB, 2 * MiB},
+  {"[dropped]", 1 * MiB, MiB / 2},
+};
+
+static const char *base_profile(char *dir, size_t len, char *path, size_t plen)
+{
+  tool_tmpdir(dir, len);
+  snprintf(path, plen, "%s/base.pb.gz", dir);
+  tool_synthetic(path, base_stacks, 4, 0x555500000000ull, NULL);
+  return path;
+}
+
+/* The output line that ends with `name` (a row of top or diff). */
+static const char *row(const char *out, const char *name, char *buf, size_t len)
+{
+  for (const char *l = out; *l; ) {
+    const char *nl = strchr(l, '\n');
+    size_t n = nl ? (size_t)(nl - l) : strlen(l);
+    size_t k = strlen(name);
+    if (n >= k + 2 && memcmp(l + n - k, name, k) == 0 && l[n - k - 1] == ' ') {
+      snprintf(buf, len, "%.*s", (int)n, l);
+      return buf;
+    }
+    if (nl == NULL) break;
+    l = nl + 1;
+  }
+  ck_abort_msg("no row for %s in:\n%s", name, out);
+  return NULL;
+}
+
+static void assert_row(const char *out, const char *name, const char *want)
+{
+  char buf[512];
+  const char *r = row(out, name, buf, sizeof buf);
+  char norm[512];                             /* spaces squeezed */
+  size_t o = 0;
+  for (const char *s = r; *s && o + 1 < sizeof norm; s++) {
+    if (*s == ' ' && (o == 0 || norm[o - 1] == ' ')) continue;
+    norm[o++] = *s;
+  }
+  norm[o] = '\0';
+  ck_assert_msg(strcmp(norm, want) == 0, "row '%s', want '%s'", norm, want);
+}
+
+static probe_run_t run_ok(const char *const *args)
+{
+  probe_run_t r = tool_run(args, NULL);
+  probe_assert_exit0(&r, args[0]);
+  return r;
+}
+
+START_TEST(tool_report_top)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16];
+  base_profile(dir, sizeof dir, p, sizeof p);
+  probe_run_t r = run_ok((const char *const[]){"top", p, NULL});
+  ck_assert_msg(strstr(r.out, ": inuse_space, 6.50 MiB in 4 stacks") != NULL, "%s", r.out);
+  assert_row(r.out, "grow", "3.00 MiB 46.2% 46.2% 3.00 MiB 46.2% grow");
+  assert_row(r.out, "operator new(unsigned long)", "2.00 MiB 30.8% 76.9% 2.00 MiB 30.8% operator new(unsigned long)");
+  assert_row(r.out, "alpha", "0 B 0.0% 100.0% 5.00 MiB 76.9% alpha");
+  assert_row(r.out, "[mimalloc-prof: dropped (unwind)]",
+             "512 KiB 7.7% 100.0% 512 KiB 7.7% [mimalloc-prof: dropped (unwind)]");
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"top", "--fold-alloc", "-s", "alloc_space", p, NULL});
+  ck_assert_msg(strstr(r.out, ": alloc_space, 9.00 MiB in 4 stacks") != NULL, "%s", r.out);
+  assert_row(r.out, "alpha", "2.00 MiB 22.2% 66.7% 6.00 MiB 66.7% alpha");
+  ck_assert_msg(strstr(r.out, "operator new") == NULL, "not folded:\n%s", r.out);
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"top", "--focus", "^be", p, NULL});
+  ck_assert_msg(strstr(r.out, "1.00 MiB in 1 stacks") && strstr(r.out, "kept 15.4% of 6.50 MiB"), "%s", r.out);
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"top", "--ignore", "alpha", "--sort", "cum", "-n", "2", p, NULL});
+  ck_assert_msg(strstr(r.out, "1.50 MiB in 2 stacks") && strstr(r.out, "(2 more sites; -n 4 shows all)"), "%s", r.out);
+  assert_row(r.out, "gamma", "1.00 MiB 66.7% 66.7% 1.00 MiB 66.7% gamma");
+  assert_row(r.out, "main", "0 B 0.0% 66.7% 1.00 MiB 66.7% main");
+  probe_run_free(&r);
+}
+END_TEST
+
+/* An exit profile with nothing in use: the default type is empty, and top says what to do. */
+START_TEST(tool_report_inuse_hint)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(p, sizeof p, "%s/freed.pb.gz", dir);
+  static const tool_stack_t freed[] = {{"main;work", 3 * MiB, 0}};
+  tool_synthetic(p, freed, 1, 0x400000, NULL);
+  probe_run_t r = run_ok((const char *const[]){"top", p, NULL});
+  ck_assert_msg(strstr(r.out, "(nothing was in use when the profile was written, but 3.00 MiB were allocated: add "
+                              "-s alloc_space)") != NULL, "%s", r.out);
+  probe_run_free(&r);
+}
+END_TEST
+
+START_TEST(tool_report_folded_and_tree)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16];
+  base_profile(dir, sizeof dir, p, sizeof p);
+  probe_run_t r = run_ok((const char *const[]){"folded", p, NULL});
+  ck_assert_str_eq(r.out, "[mimalloc-prof: dropped (unwind)] 524288\n"
+                          "main;alpha;grow 3145728\n"
+                          "main;alpha;operator new(unsigned long) 2097152\n"
+                          "main;beta;gamma 1048576\n");
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"tree", "-n", "1", p, NULL});
+  ck_assert_msg(strstr(r.out, "\n  3.00 MiB  46.2%  grow\n  3.00 MiB  46.2%  alpha\n  3.00 MiB  46.2%  main\n") != NULL,
+                "%s", r.out);
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"tree", "--callees", "-n", "1", p, NULL});
+  ck_assert_msg(strstr(r.out, "\n  6.00 MiB  92.3%  main\n  5.00 MiB  76.9%    alpha\n  3.00 MiB  46.2%      grow\n"
+                              "  2.00 MiB  30.8%      operator new(unsigned long)\n  1.00 MiB  15.4%    beta\n"
+                              "  1.00 MiB  15.4%    gamma\n") != NULL,
+                "%s", r.out);
+  probe_run_free(&r);
+}
+END_TEST
+
+/* diff: NEW - BASE, with NEW's program at another load address (ASLR): locations still match. */
+START_TEST(tool_report_diff_and_merge)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16], q[PATH_MAX + 16], m[PATH_MAX + 16], d[PATH_MAX + 16];
+  base_profile(dir, sizeof dir, p, sizeof p);
+  snprintf(q, sizeof q, "%s/new.pb.gz", dir);
+  static const tool_stack_t grown[] = {
+    {"main;alpha;grow", 5 * MiB, 4 * MiB},
+    {"main;alpha;operator new(unsigned long)", 2 * MiB, 2 * MiB},
+    {"[dropped]", 1 * MiB, MiB / 2},
+  };
+  tool_synthetic(q, grown, 3, 0x7f0000000000ull, NULL);
+  snprintf(d, sizeof d, "%s/diff.pb.gz", dir);
+  probe_run_t r = run_ok((const char *const[]){"diff", "-o", d, p, q, NULL});
+  ck_assert_msg(strstr(r.out, "inuse_space: 6.50 MiB (BASE) -> 6.50 MiB (NEW), change +0 B") != NULL, "%s", r.out);
+  assert_row(r.out, "grow", "+1.00 MiB +1.00 MiB grow");
+  assert_row(r.out, "gamma", "-1.00 MiB -1.00 MiB gamma");
+  ck_assert_msg(strstr(r.out, "operator new") == NULL, "unchanged site listed:\n%s", r.out);
+  profile_free(tool_profile(d));
+  probe_run_free(&r);
+  snprintf(m, sizeof m, "%s/merged.pb.gz", dir);
+  r = run_ok((const char *const[]){"merge", "-o", m, p, q, NULL});
+  probe_run_free(&r);
+  profile_t *mp = tool_profile(m);
+  ck_assert_uint_eq(mp->n_mapping, 1);
+  profile_free(mp);
+  r = run_ok((const char *const[]){"top", m, NULL});
+  ck_assert_msg(strstr(r.out, "13.0 MiB in 4 stacks") != NULL, "%s", r.out);
+  assert_row(r.out, "grow", "7.00 MiB 53.8% 53.8% 7.00 MiB 53.8% grow");
+  probe_run_free(&r);
+}
+END_TEST
+
+/* symbolize leaves the library's dropped-sample location and names it cannot improve alone, and says
+ * why the program's file gave nothing. */
+START_TEST(tool_report_symbolize_leaves_named)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16];
+  base_profile(dir, sizeof dir, p, sizeof p);
+  probe_run_t before = run_ok((const char *const[]){"top", p, NULL});
+  probe_run_t r = run_ok((const char *const[]){"symbolize", p, NULL});
+  ck_assert_msg(strstr(r.err, "/synthetic/prog: no such file, and no file with build ID 0123456789abcdef") != NULL,
+                "%s", r.err);
+  probe_run_t after = run_ok((const char *const[]){"top", p, NULL});
+  ck_assert_str_eq(before.out, after.out);
+  profile_t *sp = tool_profile(p);
+  pindex_t ix;
+  pindex_init(&ix, sp);
+  bool dropped = false;
+  for (size_t i = 0; i < sp->n_location; i++) {
+    if (strcmp(tool_line_name(sp, &ix, sp->location[i], 0), "[mimalloc-prof: dropped (unwind)]") == 0) {
+      ck_assert_uint_eq(sp->location[i]->mapping_id, 0);
+      ck_assert_uint_eq(sp->location[i]->n_line, 1);
+      dropped = true;
+    }
+  }
+  ck_assert(dropped);
+  pindex_free(&ix);
+  profile_free(sp);
+  probe_run_free(&r);
+  probe_run_free(&before);
+  probe_run_free(&after);
+}
+END_TEST
+
+Suite *tool_report_suite(void)
+{
+  Suite *s = suite_create("tool_report");
+  TCase *tc = tcase_create("tool_report");
+  tcase_add_unchecked_fixture(tc, tool_dirs_setup, tool_dirs_teardown);
+  tcase_add_test(tc, tool_report_top);
+  tcase_add_test(tc, tool_report_inuse_hint);
+  tcase_add_test(tc, tool_report_folded_and_tree);
+  tcase_add_test(tc, tool_report_diff_and_merge);
+  tcase_add_test(tc, tool_report_symbolize_leaves_named);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+#endif

@@ -1,0 +1,139 @@
+/* tool_util.c - see tool_util.h. */
+#define _GNU_SOURCE
+#include "tool_util.h"
+
+#include <ftw.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <check.h>
+
+static char run_dir[PATH_MAX / 4];
+
+void tool_dirs_setup(void)
+{
+  const char *base = getenv("TMPDIR");
+  snprintf(run_dir, sizeof run_dir, "%s/mprof-tool-XXXXXX", base != NULL && base[0] != '\0' ? base : "/tmp");
+  if (mkdtemp(run_dir) == NULL) run_dir[0] = '\0';
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+  (void)st, (void)type, (void)ftw;
+  remove(path);
+  return 0;
+}
+
+void tool_dirs_teardown(void)
+{
+  if (run_dir[0] != '\0') nftw(run_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  run_dir[0] = '\0';
+}
+
+const char *tool_tmpdir(char *buf, size_t len)
+{
+  ck_assert_msg(run_dir[0] != '\0', "no temporary directory (TMPDIR)");
+  snprintf(buf, len, "%s/XXXXXX", run_dir);
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+  return buf;
+}
+
+probe_run_t tool_run(const char *const *args, const char *const *env)
+{
+  probe_opts_t o = {.env = env, .watchdog_s = 120};
+  return probe_run(probe_getenv("MPROF_TEST_TOOL"), args, &o);
+}
+
+void tool_assert_usage_error(const probe_run_t *r, const char *cmd, const char *words)
+{
+  char prefix[64], hint[80];
+  snprintf(prefix, sizeof prefix, "mimalloc-prof %s: ", cmd);
+  snprintf(hint, sizeof hint, "Try 'mimalloc-prof %s --help'.\n", cmd);
+  ck_assert_msg(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 2, "exit status %d, stderr:\n%s", r->status, r->err);
+  ck_assert_msg(strncmp(r->err, prefix, strlen(prefix)) == 0, "stderr does not start with '%s':\n%s", prefix, r->err);
+  const char *nl = strchr(r->err, '\n');
+  ck_assert_msg(nl != NULL && strcmp(nl + 1, hint) == 0, "not one line + the hint:\n%s", r->err);
+  ck_assert_msg(strstr(r->err, words) != NULL && strstr(r->err, words) < nl, "'%s' not in the message:\n%s", words,
+                r->err);
+}
+
+profile_t *tool_profile(const char *path)
+{
+  char err[512];
+  profile_t *p = profile_read(path, err, sizeof err);
+  ck_assert_msg(p != NULL, "%s", err);
+  return p;
+}
+
+const char *tool_line_name(const profile_t *p, const pindex_t *ix, const location_t *l, size_t k)
+{
+  if (k >= l->n_line) return "";
+  const function_t *f = pindex_function(ix, l->line[k]->function_id);
+  return f ? pstr(p, f->name) : "";
+}
+
+bool tool_exists(const char *path)
+{
+  struct stat st;
+  return lstat(path, &st) == 0;
+}
+
+void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint64_t start, const char *file)
+{
+  profile_t h = PERFTOOLS__PROFILES__PROFILE__INIT;
+  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space", "space"};
+  value_type_t vt[4], *vtp[4], period = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+  static const int64_t types[4][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}};
+  for (int i = 0; i < 4; i++) {
+    perftools__profiles__value_type__init(&vt[i]);
+    vt[i].type = types[i][0];
+    vt[i].unit = types[i][1];
+    vtp[i] = &vt[i];
+  }
+  period.type = 7;
+  period.unit = 4;
+  h.string_table = strings;
+  h.n_string_table = 8;
+  h.sample_type = vtp;
+  h.n_sample_type = 4;
+  h.period_type = &period;
+  h.period = 524288;
+  h.default_sample_type = 6;
+  pbuild_t *b = pbuild_new(&h);
+  ck_assert_ptr_nonnull(b);
+  mapping_t m = PERFTOOLS__PROFILES__MAPPING__INIT;
+  profile_t mp = h;
+  char *mstrings[] = {"", (char *)(file ? file : "/synthetic/prog"), "0123456789abcdef"};
+  mp.string_table = mstrings;
+  mp.n_string_table = 3;
+  m.memory_start = start;
+  m.memory_limit = start + 0x100000;
+  m.filename = 1;
+  m.build_id = 2;
+  int64_t delta;
+  uint64_t mid = pb_mapping(b, &mp, &m, &delta);
+  for (size_t s = 0; s < n; s++) {
+    uint64_t ids[64];
+    size_t depth = 0;
+    char *copy = strdup(stacks[s].frames), *save = NULL;
+    char *names[64];
+    for (char *f = strtok_r(copy, ";", &save); f != NULL && depth < 64; f = strtok_r(NULL, ";", &save)) names[depth++] = f;
+    for (size_t k = 0; k < depth; k++) {                    /* innermost first */
+      const char *name = names[depth - 1 - k];
+      bool dropped = strcmp(name, "[dropped]") == 0;
+      pb_line_t line = {pb_function(b, dropped ? "[mimalloc-prof: dropped (unwind)]" : name, NULL, "", 0), 0};
+      uint64_t addr = start + 0x1000 + 16 * (uint64_t)(strlen(name) * 131 + (unsigned char)name[0] + k * 7919);
+      ids[k] = pb_location(b, dropped ? 0 : mid, dropped ? 2 : addr, &line, 1);
+    }
+    int64_t v[4] = {stacks[s].alloc_bytes / 1024, stacks[s].alloc_bytes, stacks[s].inuse_bytes / 1024,
+                    stacks[s].inuse_bytes};
+    pb_sample(b, ids, depth, v, 1);
+    free(copy);
+  }
+  char err[512];
+  ck_assert_msg(profile_write(pbuild_profile(b), path, err, sizeof err) == 0, "%s", err);
+  pbuild_free(b);
+}
