@@ -3,7 +3,8 @@
 # Runs apt-get as root, or through sudo otherwise.  Skips the install when everything is present.
 set -eu
 pkgs="build-essential autoconf automake libtool pkgconf libmimalloc-dev libunwind-dev check libsubunit-dev
-      protobuf-c-compiler libprotobuf-c-dev zlib1g-dev python3 golang-go valgrind"
+      protobuf-c-compiler libprotobuf-c-dev zlib1g-dev python3 golang-go valgrind
+      libdw-dev libdebuginfod-dev debuginfod libjansson-dev chromium python3.11-dbg"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
