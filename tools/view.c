@@ -16,12 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Allocator wrappers --fold-alloc folds: C++'s operator new and standard allocators, the vector and
- * string growth paths that only call them, and common x*alloc / GLib helpers. */
+/* Allocator wrappers --fold-alloc folds: C++'s operator new, the standard allocators and the container
+ * internals that only call them (their names may start with a return type), CPython's allocation
+ * functions, and common x*alloc / GLib helpers. */
 static const char fold_std_re[] =
-  "^(operator new|std::allocator|std::__new_allocator|__gnu_cxx::new_allocator|std::allocator_traits|"
-  "std::_Vector_base<.*>::_M_allocate|std::__cxx11::basic_string<.*>::_M_create|"
-  "(x|g_|g_try_)(malloc|malloc0|calloc|realloc|zalloc|strdup|strndup|memdup)([ (]|$))";
+  "^(operator new|std::allocator|std::__new_allocator|__gnu_cxx::new_allocator|std::allocator_traits)|"
+  "(^|[ *&])std::(_Vector_base<.*>::(_M_allocate|_M_create_storage|_Vector_base)|"
+  "_Rb_tree<.*>::(_M_get_node|_M_create_node|_Auto_node)|_Hashtable_alloc<.*>::_M_allocate_(node|buckets)|"
+  "__cxx11::basic_string<.*>::_M_create)\\(|"
+  "^_?Py(Object|Mem)_(Raw)?(Malloc|Calloc|Realloc)$|"
+  "^(x|g_|g_try_)(malloc|malloc0|calloc|realloc|zalloc|strdup|strndup|memdup)([ (]|$)";
 
 typedef struct view_priv_s {
   uint32_t  *slot;               /* name index: open addressing, id + 1 */
