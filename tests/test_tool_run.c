@@ -4,6 +4,7 @@
  * library's final-signal dump, a program that runs until it is killed still leaves its profile. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -90,6 +91,61 @@ START_TEST(tool_run_forwards_term)
 }
 END_TEST
 
+/* Reads the pty until `want` has been printed; returns all read so far (static). */
+static const char *pty_wait(int fd, const char *want)
+{
+  static char buf[8192];
+  static size_t n;
+  while (strstr(buf, want) == NULL) {
+    ck_assert_msg(n + 1 < sizeof buf, "too much output:\n%s", buf);
+    ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    ck_assert_msg(r > 0, "the terminal closed before '%s':\n%s", want, buf);
+    n += (size_t)r;
+    buf[n] = '\0';
+  }
+  return buf;
+}
+
+/* ^C on the program's terminal reaches the command and the program (the terminal signals the whole
+ * foreground process group): the command must not forward it a second time.  The program counts the
+ * SIGINTs it gets until SIGTERM, which the command forwards: had it forwarded SIGINT, that SIGINT would
+ * have reached the program first (the command's handlers run one at a time, lowest signal first). */
+START_TEST(tool_run_terminal_int_once)
+{
+  char dir[PATH_MAX], out[PATH_MAX + 16];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(out, sizeof out, "%s/p.pb.gz", dir);
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ck_assert_int_ge(master, 0);
+  ck_assert_int_eq(grantpt(master), 0);
+  ck_assert_int_eq(unlockpt(master), 0);
+  const char *slave = ptsname(master);
+  ck_assert_ptr_nonnull(slave);
+  const char *tool = probe_getenv("MPROF_TEST_TOOL"), *probe = probe_getenv("MPROF_TEST_TOOL_PROBE");
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {                             /* a session whose controlling terminal is the pty */
+    setsid();
+    int fd = open(slave, O_RDWR);
+    if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(126);
+    alarm(120);
+    execl(tool, tool, "run", "--no-symbolize", "-o", out, probe, "count", (char *)NULL);
+    _exit(127);
+  }
+  pty_wait(master, "ready");
+  ck_assert_int_eq(write(master, "\003", 1), 1);   /* ^C */
+  pty_wait(master, "int 1");
+  ck_assert_int_eq(kill(pid, SIGTERM), 0);
+  const char *all = pty_wait(master, "ints ");
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(strstr(all, "ints 1") != NULL, "the program got SIGINT more than once:\n%s", all);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d:\n%s", status, all);
+  close(master);
+}
+END_TEST
+
 /* The acceptance command of issue 12: `timeout -s TERM 2 mimalloc-prof run -o x.pb.gz -- PROGRAM` with
  * a program that never ends leaves a valid profile (timeout signals the command and its process group). */
 START_TEST(tool_run_timeout_term)
@@ -117,6 +173,7 @@ Suite *tool_run_suite(void)
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, tool_run_final_signals_env);
   tcase_add_test(tc, tool_run_forwards_term);
+  tcase_add_test(tc, tool_run_terminal_int_once);
   /* Needs the library's final-signal dump (MIMALLOC_PROF_FINAL_SIGNALS, branch dump); registered
    * automatically once lib/options.def has that row.  Drop the condition when both are on main. */
   if (library_has("MIMALLOC_PROF_FINAL_SIGNALS")) tcase_add_test(tc, tool_run_timeout_term);

@@ -168,10 +168,10 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
 static void print_report(const char *path, const report_t *r, const object_t *objs, size_t n_objs)
 {
   size_t unnamed = r->locations - r->named - r->kept;
-  char a[32], b[32];
-  tool_note("%s: %s of %s locations named (%zu with inlined frames)%s", path,
+  char a[32], b[32], c[32];
+  tool_note("%s: %s of %s locations named (%s with inlined frames)%s", path,
             tool_count((int64_t)(r->named + r->kept), a, sizeof a), tool_count((int64_t)r->locations, b, sizeof b),
-            r->inlined, unnamed ? "; unnamed:" : "");
+            tool_count((int64_t)r->inlined, c, sizeof c), unnamed ? "; unnamed:" : "");
   for (size_t i = 0; i < n_objs; i++) {
     const object_t *ob = &objs[i];
     const char *bid = ob->build_id[0] ? ob->build_id : "none";
