@@ -99,7 +99,11 @@ int profile_write(const profile_t *p, const char *path, char *err, size_t err_le
     free(buf);
     return -1;
   }
-  fchmod(fd, 0644);
+  mode_t mask = umask(0);                         /* mkostemp made it 0600: give it a new file's mode */
+  umask(mask);
+  if (fchmod(fd, 0666 & ~mask) != 0) {
+    /* keep 0600 */
+  }
   gzFile f = gzdopen(fd, "wb6");
   size_t done = 0;
   while (f != NULL && done < len) {
