@@ -85,19 +85,34 @@ static bool handler_is(const struct sigaction *sa, void (*fn)(int, siginfo_t *, 
   return (sa->sa_flags & SA_SIGINFO) != 0 && sa->sa_sigaction == fn;
 }
 
-/* A final signal.  Async-signal-safe: sigaction, atomics, sem_post.  If our handler is still the installed
- * one, the signal gets its earlier disposition back at once (a second signal, a user pressing ^C again or
- * a supervisor escalating, then acts as without the library) and is re-raised after the final dump.  If
- * the program installed its own handler later and calls ours from it, the program's handler stays and
- * decides what the signal does: we only write the profile. */
+/* A final signal.  Async-signal-safe: sigaction, atomics, sem_post.  The first asks for the final
+ * profile, to be followed by the signal's earlier disposition (re-raised after the dump).  A second
+ * while that profile is written is held until it is done: the same signal often arrives twice, once
+ * sent to the process group (a terminal, timeout(1), a supervisor) and once forwarded by a wrapper such
+ * as `mimalloc-prof run`, and it must not cut the profile off.  A third acts at once (the earlier
+ * disposition is put back and the signal raised again): someone insists.  If the program installed its
+ * own handler later and calls ours from it, the program's handler stays and decides what the signal
+ * does: we only write the profile. */
+static unsigned final_count;                   /* final signals to our own handler (atomic) */
+
 static void on_final_signal(int sig, siginfo_t *info, void *context)
 {
   (void)info, (void)context;
   int saved = errno;
   struct sigaction now;
   if (sigaction(sig, NULL, &now) == 0 && handler_is(&now, on_final_signal)) {
-    sigaction(sig, &old_action[sig], NULL);
+    unsigned n = __atomic_add_fetch(&final_count, 1, __ATOMIC_RELAXED);
     __atomic_or_fetch(&final_reraise, (uint64_t)1 << (sig - 1), __ATOMIC_RELAXED);
+    if (n >= 3) {                               /* insisted: as without the library, now */
+      sigaction(sig, &old_action[sig], NULL);
+      kill(getpid(), sig);                      /* delivered when this handler returns */
+      errno = saved;
+      return;
+    }
+    if (n > 1) {                                /* the profile is being written: it ends after */
+      errno = saved;
+      return;
+    }
   }
   request(REQ_FINAL);
   errno = saved;
@@ -138,8 +153,11 @@ static void uncatch(int sig)
 void mprof_profiler_reraise(void)
 {
   uint64_t again = __atomic_exchange_n(&final_reraise, 0, __ATOMIC_ACQ_REL);
-  for (int sig = 1; sig <= 64; sig++)
-    if (again & ((uint64_t)1 << (sig - 1))) kill(getpid(), sig);
+  for (int sig = 1; sig <= 64; sig++) {
+    if (!(again & ((uint64_t)1 << (sig - 1)))) continue;
+    uncatch(sig);                               /* the earlier disposition, where ours still is */
+    kill(getpid(), sig);
+  }
 }
 
 bool mprof_profiler_final_pending(void) { return __atomic_load_n(&final_reraise, __ATOMIC_ACQUIRE) != 0; }

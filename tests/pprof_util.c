@@ -122,7 +122,7 @@ static unsigned char *gunzip(const unsigned char *gz, size_t len, size_t *out_le
   return out;
 }
 
-const char *pstr(const profile_t *p, int64_t i)
+const char *test_pstr(const profile_t *p, int64_t i)
 {
   ck_assert_msg(i >= 0 && (uint64_t)i < p->n_string_table, "string index %" PRId64 " of %zu", i,
                 p->n_string_table);
@@ -188,18 +188,18 @@ static void assert_header(const profile_t *p)
   ck_assert_str_eq(p->string_table[0], "");
   ck_assert_uint_eq(p->n_sample_type, N_VALUES);
   for (size_t i = 0; i < N_VALUES; i++) {
-    ck_assert_str_eq(pstr(p, p->sample_type[i]->type), types[i][0]);
-    ck_assert_str_eq(pstr(p, p->sample_type[i]->unit), types[i][1]);
+    ck_assert_str_eq(test_pstr(p, p->sample_type[i]->type), types[i][0]);
+    ck_assert_str_eq(test_pstr(p, p->sample_type[i]->unit), types[i][1]);
   }
   ck_assert_ptr_nonnull(p->period_type);
-  ck_assert_str_eq(pstr(p, p->period_type->type), "space");
-  ck_assert_str_eq(pstr(p, p->period_type->unit), "bytes");
+  ck_assert_str_eq(test_pstr(p, p->period_type->type), "space");
+  ck_assert_str_eq(test_pstr(p, p->period_type->unit), "bytes");
   ck_assert_int_gt(p->period, 0);
-  ck_assert_str_eq(pstr(p, p->default_sample_type), "inuse_space");
-  ck_assert_ptr_nonnull(strstr(pstr(p, p->drop_frames), "malloc"));
+  ck_assert_str_eq(test_pstr(p, p->default_sample_type), "inuse_space");
+  ck_assert_ptr_nonnull(strstr(test_pstr(p, p->drop_frames), "malloc"));
   ck_assert_int_ge(p->time_nanos, 0);
   ck_assert_int_ge(p->duration_nanos, 0);
-  for (size_t i = 0; i < p->n_comment; i++) pstr(p, p->comment[i]);
+  for (size_t i = 0; i < p->n_comment; i++) test_pstr(p, p->comment[i]);
 }
 
 /* Mappings: distinct nonzero ids, named files, non-overlapping ranges, a file offset congruent with the
@@ -211,9 +211,9 @@ static void assert_mappings(const profile_t *p)
   for (size_t i = 0; i < p->n_mapping; i++) {
     const mapping_t *m = p->mapping[i];
     ck_assert_uint_lt(m->memory_start, m->memory_limit);
-    ck_assert_str_ne(pstr(p, m->filename), "");
+    ck_assert_str_ne(test_pstr(p, m->filename), "");
     ck_assert_uint_eq((m->memory_start - m->file_offset) % 4096, 0);
-    const char *build_id = pstr(p, m->build_id);
+    const char *build_id = test_pstr(p, m->build_id);
     ck_assert_msg(strlen(build_id) % 2 == 0 && is_hex(build_id), "build id \"%s\"", build_id);
     for (size_t j = 0; j < i; j++) {
       const mapping_t *o = p->mapping[j];
@@ -238,7 +238,7 @@ static const mapping_t *mapping_holding(const profile_t *p, uint64_t addr)
 static void assert_references(const profile_t *p)
 {
   uint64_t *fn = ids_checked(p->n_function, function_id_at, p, "function");
-  for (size_t i = 0; i < p->n_function; i++) ck_assert_str_ne(pstr(p, p->function[i]->name), "");
+  for (size_t i = 0; i < p->n_function; i++) ck_assert_str_ne(test_pstr(p, p->function[i]->name), "");
   uint64_t *loc = ids_checked(p->n_location, location_id_at, p, "location");
   for (size_t i = 0; i < p->n_location; i++) {
     const location_t *l = p->location[i];
@@ -299,7 +299,7 @@ profile_t *profile_load(const char *path)
   return p;
 }
 
-void profile_free(profile_t *p) { perftools__profiles__profile__free_unpacked(p, NULL); }
+void test_profile_free(profile_t *p) { perftools__profiles__profile__free_unpacked(p, NULL); }
 
 void profile_sums(const profile_t *p, int64_t sum[N_VALUES])
 {
@@ -314,7 +314,7 @@ bool comment_value(const profile_t *p, const char *head, const char *key, uint64
   char pattern[64];
   snprintf(pattern, sizeof pattern, " %s=", key);
   for (size_t i = 0; i < p->n_comment; i++) {
-    const char *c = pstr(p, p->comment[i]);
+    const char *c = test_pstr(p, p->comment[i]);
     if (strncmp(c, head, strlen(head)) != 0) continue;
     const char *at = strstr(c, pattern);
     if (at == NULL) return false;
@@ -336,7 +336,7 @@ const char *location_name(const profile_t *p, const location_t *l)
 {
   if (l->n_line == 0) return "";
   for (size_t i = 0; i < p->n_function; i++)
-    if (p->function[i]->id == l->line[0]->function_id) return pstr(p, p->function[i]->name);
+    if (p->function[i]->id == l->line[0]->function_id) return test_pstr(p, p->function[i]->name);
   return "";
 }
 
@@ -366,7 +366,7 @@ bool ends_with(const char *s, const char *tail)
 const mapping_t *mapping_named(const profile_t *p, const char *tail)
 {
   for (size_t i = 0; i < p->n_mapping; i++)
-    if (ends_with(pstr(p, p->mapping[i]->filename), tail)) return p->mapping[i];
+    if (ends_with(test_pstr(p, p->mapping[i]->filename), tail)) return p->mapping[i];
   return NULL;
 }
 

@@ -49,8 +49,8 @@ const char *tmp_dir_make(void);
 profile_t        *profile_decode(const unsigned char *gz, size_t len);   /* NULL: not one gzip'd Profile */
 profile_t        *profile_load(const char *path);                       /* decoded and checked */
 void              profile_assert_wellformed(const profile_t *p);
-void              profile_free(profile_t *p);
-const char       *pstr(const profile_t *p, int64_t i);                   /* string_table[i], checked */
+void              test_profile_free(profile_t *p);
+const char       *test_pstr(const profile_t *p, int64_t i);                   /* string_table[i], checked */
 void              profile_sums(const profile_t *p, int64_t sum[N_VALUES]);
 const mapping_t  *mapping_by_id(const profile_t *p, uint64_t id);
 const location_t *location_by_id(const profile_t *p, uint64_t id);

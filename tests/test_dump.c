@@ -51,7 +51,7 @@ START_TEST(dump_triggers_final)
   ck_assert_int_eq(p->period, 4096);
   double alpha = (double)leaf_total(p, "alpha_site", V_INUSE_SPACE), want = 256.0 * 4096;
   ck_assert_double_le(fabs(alpha - want) / want, 0.191);
-  profile_free(p);
+  test_profile_free(p);
   probe_run_free(&r);
 }
 END_TEST
@@ -100,7 +100,7 @@ START_TEST(dump_triggers_interval)
     if (files[i].kind == 'i') ck_assert_int_ge(sum[V_ALLOC_SPACE], (int64_t)(i + 1) * interval);
     ck_assert_int_ge(sum[V_ALLOC_SPACE], last);
     last = sum[V_ALLOC_SPACE];
-    profile_free(p);
+    test_profile_free(p);
   }
   probe_run_free(&r);
 }
@@ -146,7 +146,7 @@ START_TEST(dump_triggers_gdump)
   int64_t sum[N_VALUES];
   profile_sums(p, sum);
   const int64_t final_inuse = sum[V_INUSE_SPACE];
-  profile_free(p);
+  test_profile_free(p);
   size_t c_min = 0, c_max = 0;
   for (int64_t lo = 10 * rate, hi = 10 * rate + w; lo < final_inuse; lo += gdump_step(lo, rate)) {
     c_max++;
@@ -164,10 +164,10 @@ START_TEST(dump_triggers_gdump)
     ck_assert_int_gt(sum[V_INUSE_SPACE], lower);
     ck_assert_int_le(sum[V_INUSE_SPACE], final_inuse);
     lower += gdump_step(lower, rate);
-    profile_free(p);
+    test_profile_free(p);
   }
   p = profile_load(files[peaks + 1].path);
-  profile_free(p);
+  test_profile_free(p);
   probe_run_free(&r);
 }
 END_TEST
@@ -211,7 +211,7 @@ START_TEST(dump_triggers_signal)
   for (size_t i = 0; i < SIGNALS + 1; i++) {
     profile_t *p = profile_load(files[i].path);
     ck_assert_int_eq(p->period, 65536);
-    profile_free(p);
+    test_profile_free(p);
   }
   probe_run_free(&r);
 }
@@ -416,12 +416,12 @@ START_TEST(dump_budget_dropped)
    * without a record under "[mimalloc-prof: dropped (memory)]"), the recorded ones in inuse_objects. */
   ck_assert_int_eq(sum[V_ALLOC_OBJECTS], (int64_t)samples);
   ck_assert_int_le(sum[V_INUSE_OBJECTS], (int64_t)samples);
-  profile_free(p);
+  test_profile_free(p);
   ck_assert_uint_eq(probe_value(&r, "dump_stopped"), 1);
   p = profile_load(stopped);
   ck_assert_uint_eq(p->n_sample, 0);
   ck_assert_uint_eq(comment_number(p, "dropped samples:", "memory"), dropped);
-  profile_free(p);
+  test_profile_free(p);
   probe_run_free(&r);
 }
 END_TEST
@@ -464,7 +464,7 @@ START_TEST(dump_budget_full_final)
   ck_assert_uint_eq(comment_number(p, "samples=", "live"), live);
   /* The samples dropped for memory keep their weight, under their own location (one object each). */
   ck_assert_uint_eq((uint64_t)leaf_total(p, DROPPED_PREFIX "memory)]", V_ALLOC_OBJECTS), dropped);
-  profile_free(p);
+  test_profile_free(p);
 
   char head[160];
   snprintf(head, sizeof head, "mimalloc-prof: leak report: about %" PRIu64 " bytes in ",

@@ -151,10 +151,10 @@ START_TEST(pprof_proto_roundtrip)
    * everywhere) and libc carry their GNU build IDs (Debian links with --build-id). */
   const mapping_t *main_map = mapping_named(p, exe);
   ck_assert_ptr_nonnull(main_map);
-  ck_assert_uint_ge(strlen(pstr(p, main_map->build_id)), 16);
+  ck_assert_uint_ge(strlen(test_pstr(p, main_map->build_id)), 16);
   const mapping_t *libc = mapping_named(p, "/libc.so.6");
   ck_assert_ptr_nonnull(libc);
-  ck_assert_uint_ge(strlen(pstr(p, libc->build_id)), 16);
+  ck_assert_uint_ge(strlen(test_pstr(p, libc->build_id)), 16);
 
   /* time_nanos: when the dump collected (CLOCK_REALTIME, within the call); duration_nanos: CLOCK_MONOTONIC
    * from the session's start (within the start call) to then (within the dump call). */
@@ -170,7 +170,7 @@ START_TEST(pprof_proto_roundtrip)
   ck_assert_uint_eq(comment_number(p, "dropped samples:", "total"), dropped);
   ck_assert_uint_eq(comment_number(p, "dropped samples:", "memory"), 0);
   ck_assert_uint_eq(comment_number(p, "samples=", "live"), before.live_samples);
-  profile_free(p);
+  test_profile_free(p);
 
   free_all(rt_small, 2000);
   free_all(rt_mid, 1000);
@@ -230,7 +230,7 @@ START_TEST(pprof_empty_profile)
   profile_t *p = profile_load(started_path);
   assert_empty(p);
   ck_assert_int_eq(p->period, 65536);
-  profile_free(p);
+  test_profile_free(p);
 
   char go[PATH_MAX];
   if (go_find(go, sizeof go)) {                        /* without go: skipped, see above */
@@ -244,7 +244,7 @@ START_TEST(pprof_empty_profile)
     }
   }
   assert_times(stopped, t0, t1, "dumped before any session");
-  profile_free(stopped);
+  test_profile_free(stopped);
 }
 END_TEST
 
@@ -291,10 +291,10 @@ START_TEST(pprof_symbolized_top)
    * inside the right one, named by the profile (dladdr: both functions are exported). */
   const mapping_t *main_map = mapping_named(p, exe);
   ck_assert_ptr_nonnull(main_map);
-  ck_assert_str_ne(pstr(p, main_map->build_id), "");
+  ck_assert_str_ne(test_pstr(p, main_map->build_id), "");
   const mapping_t *site = mapping_named(p, "/libpprof_site.so");
   ck_assert_ptr_nonnull(site);
-  ck_assert_str_ne(pstr(p, site->build_id), "");
+  ck_assert_str_ne(test_pstr(p, site->build_id), "");
   for (size_t i = 0; i < p->n_sample; i++) {
     const location_t *leaf = sample_leaf(p, p->sample[i]);
     const char *name = location_name(p, leaf);
@@ -303,7 +303,7 @@ START_TEST(pprof_symbolized_top)
   }
   ck_assert_int_gt(leaf_total(p, "alpha_site", V_INUSE_SPACE), 0);
   ck_assert_int_gt(leaf_total(p, "pprof_site_beta", V_INUSE_SPACE), 0);
-  profile_free(p);
+  test_profile_free(p);
 
   char go[PATH_MAX];
   if (go_find(go, sizeof go)) {                        /* without go: skipped */
@@ -346,8 +346,8 @@ START_TEST(pprof_main_mapping_first)
   const mapping_t *main_map = mapping_named(p, exe);
   ck_assert_ptr_nonnull(main_map);
   ck_assert_msg(main_map == p->mapping[0], "mapping[0] is %s, the program (%#" PRIx64 ") is mapping id %" PRIu64,
-                pstr(p, p->mapping[0]->filename), main_map->memory_start, main_map->id);
-  profile_free(p);
+                test_pstr(p, p->mapping[0]->filename), main_map->memory_start, main_map->id);
+  test_profile_free(p);
   probe_run_free(&r);
 }
 END_TEST
@@ -398,7 +398,7 @@ START_TEST(pprof_rate_one_decodes)
   ck_assert_int_eq(v[V_ALLOC_SPACE], 32000);
   ck_assert_int_eq(v[V_INUSE_OBJECTS], 500);
   ck_assert_int_eq(v[V_INUSE_SPACE], 32000);
-  profile_free(p);
+  test_profile_free(p);
 
   p = profile_load(freed_path);
   bool accum = comment_number(p, "samples=", "accum") != 0;
@@ -409,7 +409,7 @@ START_TEST(pprof_rate_one_decodes)
   ck_assert_int_eq(sum[V_INUSE_SPACE], 0);
   ck_assert_int_eq(sum[V_ALLOC_OBJECTS], accum ? 500 : 0);
   ck_assert_int_eq(sum[V_ALLOC_SPACE], accum ? 32000 : 0);
-  profile_free(p);
+  test_profile_free(p);
 }
 END_TEST
 
@@ -467,7 +467,7 @@ START_TEST(pprof_timestamps_increase)
     profile_t *p = profile_load(path[i]);
     time_ns[i] = p->time_nanos;
     duration_ns[i] = p->duration_nanos;
-    profile_free(p);
+    test_profile_free(p);
     ck_assert_uint_ge((uint64_t)time_ns[i], t[i][0]);
     ck_assert_uint_le((uint64_t)time_ns[i], t[i][1]);
     if (i > 0) {
@@ -542,7 +542,7 @@ START_TEST(pprof_dropped_locations)
   for (size_t k = 0; k < MI_PROF_DROP_REASONS; k++)
     ck_assert_uint_eq(comment_number(p, "dropped samples:", reason_names[k]), k + 1);
   ck_assert_uint_eq(comment_number(p, "dropped samples:", "total"), 36);   /* 1 + 2 + ... + 8 */
-  profile_free(p);
+  test_profile_free(p);
   for (size_t k = 0; k < MI_PROF_DROP_REASONS; k++) {
     char want[80];
     snprintf(want, sizeof want, "    #0 " DROPPED_PREFIX "%s)]\n", reason_names[k]);
@@ -582,7 +582,7 @@ START_TEST(pprof_writer_memory_bound)
   profile_t *p = profile_load(path);
   ck_assert_uint_eq(p->n_sample, 20000);
   ck_assert_uint_eq(p->n_location, 20000 * 16);
-  profile_free(p);
+  test_profile_free(p);
   probe_run_free(&r);
 }
 END_TEST
