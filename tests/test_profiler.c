@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +271,26 @@ static void wait_data(int fd, const probe_child_t *c)
  * forwarded by a wrapper, say): the second is held until the profile is written; a third takes effect at
  * once.  The final profile's temporary file is a FIFO with a 4 KiB buffer, so the dump of 4096 distinct
  * stacks (far more than 4 KiB compressed) stays blocked in write(2) until the test reads it. */
+/* Waits until a signal sent to pid is no longer pending there (its handler has taken it): standard
+ * signals do not queue, so a signal sent while the same one is still pending would merge with it. */
+static void wait_delivered(pid_t pid, int sig)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    unsigned long long pending = 0, mask;
+    while (fgets(line, sizeof line, f) != NULL) {
+      if (sscanf(line, "SigPnd: %llx", &mask) == 1 || sscanf(line, "ShdPnd: %llx", &mask) == 1) pending |= mask;
+    }
+    fclose(f);
+    if (!(pending & (1ull << (sig - 1)))) return;
+    sched_yield();
+  }
+}
+
 static void final_signals_while_dumping(int signals, bool drain)
 {
   const char *dir = tmp_dir_make();
@@ -287,7 +308,10 @@ static void final_signals_while_dumping(int signals, bool drain)
   ck_assert_int_ge(fcntl(fd, F_SETPIPE_SZ, 4096), 0);
   ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
   wait_data(fd, &c);                         /* the handler ran; the profiler thread writes */
-  for (int i = 1; i < signals; i++) ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
+  for (int i = 1; i < signals; i++) {
+    ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
+    wait_delivered(c.pid, SIGTERM);
+  }
   if (drain) {                               /* read the dump to its end: the profile completes */
     char buf[4096];
     for (;;) {
