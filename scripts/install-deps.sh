@@ -3,7 +3,7 @@
 # Runs apt-get as root, or through sudo otherwise.  Skips the install when everything is present.
 set -eu
 pkgs="build-essential autoconf automake libtool pkgconf libmimalloc-dev libunwind-dev check libsubunit-dev
-      protobuf-c-compiler libprotobuf-c-dev zlib1g-dev python3 golang-go valgrind
+      protobuf-c-compiler libprotobuf-c-dev zlib1g-dev python3 golang-go valgrind sqlite3 perl
       libdw-dev libdebuginfod-dev debuginfod libjansson-dev chromium python3.11-dbg"
 missing=
 for p in $pkgs; do

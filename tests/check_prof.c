@@ -13,6 +13,7 @@ int main(void)
   srunner_add_suite(sr, sampler_suite());
   srunner_add_suite(sr, estimator_suite());
   srunner_add_suite(sr, mi_api_suite());
+  srunner_add_suite(sr, real_programs_suite());
   srunner_add_suite(sr, record_suite());
   srunner_add_suite(sr, observer_suite());
   srunner_add_suite(sr, options_suite());
