@@ -30,13 +30,13 @@ static bool in_callback(void) { return mprof_tls.guard != 0; }
 static size_t api_enter(void)
 {
   size_t countdown = mprof_guard_enter();
-  pthread_mutex_lock(&api_lock);
+  mprof_lock(&api_lock);
   return countdown;
 }
 
 static void api_leave(size_t countdown)
 {
-  pthread_mutex_unlock(&api_lock);
+  mprof_unlock(&api_lock);
   mprof_guard_leave(countdown);
 }
 
@@ -173,10 +173,18 @@ bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free
    state in the child instead.
 --------------------------------------------------------------------------------------------------- */
 
+/* A signal handler may fork while its thread holds one of the profiler's locks (a sample, a free of a
+ * sampled block): then the fork handlers take none (taking that one again would hang the thread), and
+ * the child, which may have inherited tables that another thread was changing, gets fresh locks and stops
+ * sampling for good (frees of sampled blocks leak there).  Per thread: postfork runs where prefork did. */
+static __thread bool fork_with_locks;
+
 static void prefork(void)
 {
   mprof_unwind_prefork();              /* never waits (see unwind.c) */
-  pthread_mutex_lock(&api_lock);
+  fork_with_locks = mprof_tls.locks != 0;
+  if (fork_with_locks) return;
+  mprof_lock(&api_lock);
   mprof_sheap_prefork();
   mprof_record_lock_all();
   mprof_stacks_prefork();
@@ -184,19 +192,30 @@ static void prefork(void)
 
 static void postfork_parent(void)
 {
+  if (fork_with_locks) return;
   mprof_stacks_postfork();
   mprof_record_unlock_all();
   mprof_sheap_postfork();
-  pthread_mutex_unlock(&api_lock);
+  mprof_unlock(&api_lock);
 }
 
 static void postfork_child(void)
 {
   mprof_sampler_postfork_child();
-  mprof_stacks_postfork();
-  mprof_record_unlock_all();
-  mprof_sheap_postfork();
-  pthread_mutex_unlock(&api_lock);
+  if (fork_with_locks) {
+    pthread_mutex_init(&api_lock, NULL);
+    mprof_sheap_postfork_reinit();
+    mprof_record_postfork_reinit();
+    mprof_stacks_postfork_reinit();
+    __atomic_store_n(&mprof_frozen, true, __ATOMIC_RELAXED);
+    running = false;
+    mprof_session_publish(++session_id, false, 0, 0);
+  } else {
+    mprof_stacks_postfork();
+    mprof_record_unlock_all();
+    mprof_sheap_postfork();
+    mprof_unlock(&api_lock);
+  }
   mprof_unwind_postfork_child();
   mprof_dump_postfork_child();
 }

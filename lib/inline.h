@@ -41,6 +41,7 @@ typedef struct mprof_tls_s {
   uint32_t ordinal;        /* thread ordinal, for seeded sessions (0 = not assigned yet) */
   uint32_t guard;          /* nonzero while the profiler itself runs on this thread */
   uint32_t tid;            /* cached gettid() (0 = not yet; reset in a fork child) */
+  uint32_t locks;          /* profiler locks this thread holds or waits for (internal.h) */
 } mprof_tls_t;             /* 64 bytes of static TLS (x86-64) */
 
 extern __thread mprof_tls_t mprof_tls MPROF_HIDDEN __attribute__((tls_model("initial-exec")));

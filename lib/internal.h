@@ -186,6 +186,20 @@ static inline size_t mprof_guard_enter(void)
 
 void mprof_guard_drain(mprof_tls_t *t);   /* frees what was deferred; guard still up */
 
+/* The profiler's own locks (ranks 1..4), counted per thread: a fork from a signal handler that interrupted
+ * its thread while that thread held one must not take them again (api.c's fork handlers). */
+static inline void mprof_lock(pthread_mutex_t *m)
+{
+  mprof_tls.locks++;
+  pthread_mutex_lock(m);
+}
+
+static inline void mprof_unlock(pthread_mutex_t *m)
+{
+  pthread_mutex_unlock(m);
+  mprof_tls.locks--;
+}
+
 static inline void mprof_guard_leave(size_t countdown)
 {
   mprof_tls_t *t = &mprof_tls;
@@ -196,6 +210,7 @@ static inline void mprof_guard_leave(size_t countdown)
 
 void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t seed);
 void mprof_sampler_postfork_child(void);
+extern bool mprof_frozen;   /* a fork child that may have inherited half-done tables: no more sampling */
 uint64_t mprof_sampler_slow_path_calls(void);
 void     mprof_sampler_reset_calls(void);
 bool     mprof_take_sample(mprof_tls_t *t, size_t size, size_t before);          /* guard up */
@@ -252,6 +267,7 @@ bool   mprof_sheap_resize(void *p, size_t size);   /* realloc in place: true if 
 void   mprof_sheap_usage(mprof_sheap_usage_t *out);
 void   mprof_sheap_prefork(void);
 void   mprof_sheap_postfork(void);
+void   mprof_sheap_postfork_reinit(void);   /* a child forked with profiler locks held: a fresh lock */
 
 /* "record.c": live sampled blocks, a sharded address -> record table */
 #define MPROF_RECORD_OBSERVED 1u              /* the observer's on_sample saw this block */
@@ -284,6 +300,7 @@ typedef enum { MPROF_INSERT_OK, MPROF_INSERT_SESSION, MPROF_INSERT_MEMORY } mpro
 
 /* Every record shard lock, in order (stats snapshots, visits, session changes, fork). */
 void           mprof_record_lock_all(void);
+void           mprof_record_postfork_reinit(void);
 void           mprof_record_unlock_all(void);
 
 void           mprof_record_begin(uint64_t session_word);
@@ -324,6 +341,7 @@ void           mprof_stacks_reset_alloc(void);
 void           mprof_stacks_each(void (*fn)(const mprof_stack_t *e, void *arg), void *arg);
 void           mprof_stacks_prefork(void);
 void           mprof_stacks_postfork(void);
+void           mprof_stacks_postfork_reinit(void);
 
 /* "snapshot.c": a consistent copy of the stacks and totals (mi_prof_visit, dumps) */
 typedef struct mprof_snap_stack_s {

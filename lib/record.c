@@ -141,12 +141,18 @@ static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r)
 
 void mprof_record_lock_all(void)
 {
-  for (size_t i = 0; i < MPROF_SHARDS; i++) pthread_mutex_lock(&shards[i].lock);
+  for (size_t i = 0; i < MPROF_SHARDS; i++) mprof_lock(&shards[i].lock);
+}
+
+/* A fork child whose forking thread held profiler locks (a signal handler forked): fresh locks. */
+void mprof_record_postfork_reinit(void)
+{
+  for (size_t i = 0; i < MPROF_SHARDS; i++) pthread_mutex_init(&shards[i].lock, NULL);
 }
 
 void mprof_record_unlock_all(void)
 {
-  for (size_t i = MPROF_SHARDS; i-- > 0;) pthread_mutex_unlock(&shards[i].lock);
+  for (size_t i = MPROF_SHARDS; i-- > 0;) mprof_unlock(&shards[i].lock);
 }
 
 /* Start: fresh counters and stacks, accepting only this session (orphans stay). */
@@ -203,7 +209,7 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
 {
   shard_t *s = shard_of(r->addr);
   mprof_insert_t rc = MPROF_INSERT_OK;
-  pthread_mutex_lock(&s->lock);
+  mprof_lock(&s->lock);
   if (mprof_unlikely(s->session != session_word)) {
     rc = MPROF_INSERT_SESSION;
   } else if (mprof_unlikely(!shard_reserve(s))) {
@@ -219,7 +225,7 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
     s->totals.alloc_bytes += r->inuse_bytes;
     stack_add(r->stack_id, (int64_t)r->obj_fx, (int64_t)r->inuse_bytes, true);
   }
-  pthread_mutex_unlock(&s->lock);
+  mprof_unlock(&s->lock);
   return rc;
 }
 
@@ -227,7 +233,7 @@ bool mprof_record_remove(uintptr_t addr, mprof_record_t *out)
 {
   shard_t *s = shard_of(addr);
   bool found = false;
-  pthread_mutex_lock(&s->lock);
+  mprof_lock(&s->lock);
   if (s->capacity != 0) {
     size_t i = probe(s, addr);
     if (s->slots[i].addr == addr) {
@@ -239,7 +245,7 @@ bool mprof_record_remove(uintptr_t addr, mprof_record_t *out)
       found = true;
     }
   }
-  pthread_mutex_unlock(&s->lock);
+  mprof_unlock(&s->lock);
   return found;
 }
 
@@ -250,10 +256,10 @@ bool mprof_record_orphan(uintptr_t addr, size_t size, mi_heap_t *heap)
   shard_t *s = shard_of(addr);
   mprof_record_t r = {.addr = addr, .size = size, .heap = heap, .flags = MPROF_RECORD_ORPHAN};
   bool ok;
-  pthread_mutex_lock(&s->lock);
+  mprof_lock(&s->lock);
   ok = shard_reserve(s);
   if (ok) slot_put(s, &r);
-  pthread_mutex_unlock(&s->lock);
+  mprof_unlock(&s->lock);
   return ok;
 }
 
@@ -265,7 +271,7 @@ size_t mprof_record_take_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *
   bool more = true;
   for (size_t i = 0; i < MPROF_SHARDS && more; i++) {
     shard_t *s = &shards[i];
-    pthread_mutex_lock(&s->lock);
+    mprof_lock(&s->lock);
     for (size_t k = 0; k < s->capacity && more;) {
       mprof_record_t *r = &s->slots[k];
       if (r->addr == 0 || r->heap != heap) {
@@ -279,7 +285,7 @@ size_t mprof_record_take_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *
       s->used--;
       n++;
     }
-    pthread_mutex_unlock(&s->lock);
+    mprof_unlock(&s->lock);
   }
   return n;
 }
@@ -289,14 +295,14 @@ void mprof_record_retag(mi_heap_t *from, mi_heap_t *to)
 {
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     shard_t *s = &shards[i];
-    pthread_mutex_lock(&s->lock);
+    mprof_lock(&s->lock);
     for (size_t k = 0; k < s->capacity; k++) {
       if (s->slots[k].addr == 0 || s->slots[k].heap != from) continue;
       s->slots[k].heap = to;
       heap_count(from, -1);
       heap_count(to, +1);
     }
-    pthread_mutex_unlock(&s->lock);
+    mprof_unlock(&s->lock);
   }
 }
 
@@ -305,7 +311,7 @@ bool mprof_record_find(uintptr_t addr, mprof_record_t *out)
 {
   shard_t *s = shard_of(addr);
   bool found = false;
-  pthread_mutex_lock(&s->lock);
+  mprof_lock(&s->lock);
   if (s->capacity != 0) {
     size_t i = probe(s, addr);
     if (s->slots[i].addr == addr) {
@@ -313,7 +319,7 @@ bool mprof_record_find(uintptr_t addr, mprof_record_t *out)
       found = true;
     }
   }
-  pthread_mutex_unlock(&s->lock);
+  mprof_unlock(&s->lock);
   return found;
 }
 
@@ -323,11 +329,11 @@ void mprof_record_each_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *r,
 {
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     shard_t *s = &shards[i];
-    pthread_mutex_lock(&s->lock);
+    mprof_lock(&s->lock);
     for (size_t k = 0; k < s->capacity; k++) {
       if (s->slots[k].addr != 0 && s->slots[k].heap == heap) fn(&s->slots[k], arg);
     }
-    pthread_mutex_unlock(&s->lock);
+    mprof_unlock(&s->lock);
   }
 }
 
@@ -338,7 +344,7 @@ bool mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint
 {
   shard_t *s = &shards[(stack_id * 0x9e3779b97f4a7c15ull) >> 60];
   bool ok;
-  pthread_mutex_lock(&s->lock);
+  mprof_lock(&s->lock);
   ok = s->session == session_word;
   if (ok) {
     s->totals.samples++;
@@ -348,7 +354,7 @@ bool mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint
     __atomic_fetch_add(&e->alloc_obj_fx, obj_fx, __ATOMIC_RELAXED);
     __atomic_fetch_add(&e->alloc_bytes, bytes, __ATOMIC_RELAXED);
   }
-  pthread_mutex_unlock(&s->lock);
+  mprof_unlock(&s->lock);
   return ok;
 }
 

@@ -45,6 +45,7 @@
 
 __thread mprof_tls_t mprof_tls __attribute__((tls_model("initial-exec")));
 mprof_session_t mprof_session;
+bool mprof_frozen;
 
 static uint32_t thread_ordinals;   /* last thread ordinal handed out (atomic) */
 static uint64_t slow_path_calls;   /* countdowns that ran out while running (relaxed atomic) */

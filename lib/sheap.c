@@ -495,14 +495,14 @@ void *mprof_sheap_alloc(size_t size, size_t alignment, size_t offset, bool zero,
     return NULL;
   }
   size_t base_align = shift != 0 ? 16 : alignment;
-  pthread_mutex_lock(&sheap_lock);
+  mprof_lock(&sheap_lock);
   purge_tick();
   char *p = alloc_locked(need, base_align, zero, why);
   if (p == NULL && *why == MI_PROF_DROP_ARENA_FULL) {   /* no room: give back what is cached, retry */
     purge(true);
     p = alloc_locked(need, base_align, zero, why);
   }
-  pthread_mutex_unlock(&sheap_lock);
+  mprof_unlock(&sheap_lock);
   if (p != NULL && shift != 0) {
     uintptr_t at = ((uintptr_t)p + shift + alignment - 1) & ~(uintptr_t)(alignment - 1);
     p = (char *)(at - shift);
@@ -512,7 +512,7 @@ void *mprof_sheap_alloc(size_t size, size_t alignment, size_t offset, bool zero,
 
 void mprof_sheap_free(void *p)
 {
-  pthread_mutex_lock(&sheap_lock);
+  mprof_lock(&sheap_lock);
   block_t b = block_of(p);
   switch (b.kind) {
   case BLOCK_LARGE:
@@ -533,7 +533,7 @@ void mprof_sheap_free(void *p)
   live_blocks--;
   live_bytes -= b.usable;
   purge_tick();
-  pthread_mutex_unlock(&sheap_lock);
+  mprof_unlock(&sheap_lock);
 }
 
 /* Bytes usable from p on (lock-free, see block_of): malloc_usable_size(), and a realloc from a signal
@@ -554,7 +554,7 @@ bool mprof_sheap_resize(void *p, size_t size)
 {
   uint8_t cls = CLASSES;
   bool ok = false;
-  pthread_mutex_lock(&sheap_lock);
+  mprof_lock(&sheap_lock);
   block_t b = block_of(p);
   if (size != 0 && b.start == (char *)p && b.kind == kind_for(size, 16, &cls)) {
     switch (b.kind) {
@@ -571,7 +571,7 @@ bool mprof_sheap_resize(void *p, size_t size)
       break;
     }
   }
-  pthread_mutex_unlock(&sheap_lock);
+  mprof_unlock(&sheap_lock);
   return ok;
 }
 
@@ -581,7 +581,7 @@ bool mprof_sheap_init_done(void) { return __atomic_load_n(&page, __ATOMIC_ACQUIR
 
 void mprof_sheap_usage(mprof_sheap_usage_t *out)
 {
-  pthread_mutex_lock(&sheap_lock);
+  mprof_lock(&sheap_lock);
   size_t touched = 0;
   for (pchunk_t *c = pchunks; c != NULL; c = c->next) {
     for (size_t w = 0; w < BITMAP_WORDS; w++) touched += (size_t)__builtin_popcountll(c->touched_bits[w]);
@@ -594,8 +594,9 @@ void mprof_sheap_usage(mprof_sheap_usage_t *out)
   out->live_bytes = live_bytes;
   /* At most resident: the touched pages of page chunks, live large runs and cached ones. */
   out->resident_bytes = touched * page + large_bytes + mprof_arena_cached_bytes();
-  pthread_mutex_unlock(&sheap_lock);
+  mprof_unlock(&sheap_lock);
 }
 
-void mprof_sheap_prefork(void) { pthread_mutex_lock(&sheap_lock); }
-void mprof_sheap_postfork(void) { pthread_mutex_unlock(&sheap_lock); }
+void mprof_sheap_prefork(void) { mprof_lock(&sheap_lock); }
+void mprof_sheap_postfork(void) { mprof_unlock(&sheap_lock); }
+void mprof_sheap_postfork_reinit(void) { pthread_mutex_init(&sheap_lock, NULL); }

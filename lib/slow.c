@@ -140,6 +140,7 @@ void mprof_free_slow(void *p)
     defer_free(t, p);
     return;
   }
+  if (mprof_unlikely(mprof_frozen)) return;   /* the sampled heap may be half-done here: leak the block */
   size_t countdown = mprof_guard_enter();
   free_sampled(p);
   mprof_guard_leave(countdown);

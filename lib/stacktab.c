@@ -163,7 +163,7 @@ uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, uint64_t sess
   size_t k = (size_t)(hash >> 60);
   shard_t *s = &shards[k];
   *why = MI_PROF_DROP_REASONS;       /* no drop: the session is over */
-  pthread_mutex_lock(&s->lock);
+  mprof_lock(&s->lock);
   if (s->session != session_word) {
     /* leave id 0 */
   } else if (!index_reserve(s)) {
@@ -182,7 +182,7 @@ uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, uint64_t sess
       id = make_id(k, s->count - 1);
     }
   }
-  pthread_mutex_unlock(&s->lock);
+  mprof_unlock(&s->lock);
   return id;
 }
 
@@ -213,10 +213,10 @@ void mprof_stacks_begin(uint64_t session_word)
 {
   dropped_reset(false);
   for (size_t k = 0; k < SHARDS; k++) {
-    pthread_mutex_lock(&shards[k].lock);
+    mprof_lock(&shards[k].lock);
     shard_release(&shards[k]);
     shards[k].session = session_word;
-    pthread_mutex_unlock(&shards[k].lock);
+    mprof_unlock(&shards[k].lock);
   }
 }
 
@@ -228,13 +228,13 @@ void mprof_stacks_reset_alloc(void)
   dropped_reset(true);
   for (size_t k = 0; k < SHARDS; k++) {
     shard_t *s = &shards[k];
-    pthread_mutex_lock(&s->lock);
+    mprof_lock(&s->lock);
     for (uint32_t n = 0; n < s->count; n++) {
       mprof_stack_t *e = entry(s, n);
       __atomic_store_n(&e->alloc_obj_fx, 0, __ATOMIC_RELAXED);
       __atomic_store_n(&e->alloc_bytes, 0, __ATOMIC_RELAXED);
     }
-    pthread_mutex_unlock(&s->lock);
+    mprof_unlock(&s->lock);
   }
 }
 
@@ -250,18 +250,23 @@ void mprof_stacks_each(void (*fn)(const mprof_stack_t *e, void *arg), void *arg)
   }
   for (size_t k = 0; k < SHARDS; k++) {
     shard_t *s = &shards[k];
-    pthread_mutex_lock(&s->lock);
+    mprof_lock(&s->lock);
     for (uint32_t n = 0; n < s->count; n++) fn(entry(s, n), arg);
-    pthread_mutex_unlock(&s->lock);
+    mprof_unlock(&s->lock);
   }
 }
 
 void mprof_stacks_prefork(void)
 {
-  for (size_t k = 0; k < SHARDS; k++) pthread_mutex_lock(&shards[k].lock);
+  for (size_t k = 0; k < SHARDS; k++) mprof_lock(&shards[k].lock);
+}
+
+void mprof_stacks_postfork_reinit(void)
+{
+  for (size_t k = 0; k < SHARDS; k++) pthread_mutex_init(&shards[k].lock, NULL);
 }
 
 void mprof_stacks_postfork(void)
 {
-  for (size_t k = SHARDS; k-- > 0;) pthread_mutex_unlock(&shards[k].lock);
+  for (size_t k = SHARDS; k-- > 0;) mprof_unlock(&shards[k].lock);
 }

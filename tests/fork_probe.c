@@ -7,6 +7,8 @@
  *                       libunwind); the child's samples
  *   forkinside          fork while another thread is stopped inside the unwinder; the child's samples
  *   forkstorm [N RATE]  4 threads allocate at RATE while the main thread forks N times; the samples lost
+ *   forklock N          fork N times from a signal handler that interrupted the profiler itself (rate 1:
+ *                       often inside its locks); each child allocates, frees, reads the stats and exits
  */
 #define _GNU_SOURCE 1
 
@@ -261,6 +263,57 @@ static int mode_forkstorm(int argc, char **argv)
   return 0;
 }
 
+/* forklock: the handler forks whenever it interrupted the library's own code, up to N times, and waits
+ * for each child: the fork handlers must not take a lock the interrupted thread holds, and the child
+ * (fresh locks, sampling stopped) must be able to allocate, free and read the stats, then exit. */
+static volatile sig_atomic_t forks_left, children_ok, children_bad;
+
+static void forklock_handler(int sig, siginfo_t *si, void *uc)
+{
+  (void)sig, (void)si;
+  if (forks_left <= 0 || !interrupted_in_target(uc)) return;
+  forks_left--;
+  int saved = errno;
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (int i = 0; i < 8; i++) free(malloc(100 + (size_t)i * 500));
+    mi_prof_stats_t st;
+    _exit(mi_prof_stats(&st, sizeof st) ? 0 : 2);
+  }
+  int status;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) children_ok++;
+  else children_bad++;
+  errno = saved;
+}
+
+static int mode_forklock(int argc, char **argv)
+{
+  target_object = "libmimalloc-prof.so";
+  forks_left = argc > 2 ? atoi(argv[2]) : 100;
+  int want = forks_left;
+  struct sigaction sa = {.sa_sigaction = forklock_handler, .sa_flags = SA_SIGINFO | SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGUSR1, &sa, NULL) != 0) die("sigaction failed");
+  start_rate(1);
+  pthread_t self = pthread_self(), th;
+  fork_done = 0;
+  if (pthread_create(&th, NULL, signaller, &self) != 0) die("pthread_create failed");
+  void *keep[64] = {0};
+  for (unsigned long i = 0; forks_left > 0; i++) {
+    size_t k = i % 64;
+    free(keep[k]);
+    keep[k] = malloc(64 + i % 2000);
+  }
+  fork_done = 1;
+  if (pthread_join(th, NULL) != 0) die("pthread_join failed");
+  for (size_t k = 0; k < 64; k++) free(keep[k]);
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  printf("forks %d\nchildren_ok %d\nchildren_bad %d\nlive_samples %" PRIu64 "\n", want, (int)children_ok,
+         (int)children_bad, st.live_samples);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) die("usage: fork_probe MODE ...");
@@ -268,6 +321,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "forksig") == 0) return mode_forksig();
   if (strcmp(mode, "forkinside") == 0) return mode_forkinside();
   if (strcmp(mode, "forkstorm") == 0) return mode_forkstorm(argc, argv);
+  if (strcmp(mode, "forklock") == 0) return mode_forklock(argc, argv);
   die("unknown mode");
   return 1;
 }

@@ -566,6 +566,21 @@ START_TEST(hazards_malloc_not_ours_said)
 }
 END_TEST
 
+/* fork() from a signal handler that interrupted the profiler (rate 1: often inside one of its locks), 100
+ * times: the fork handlers never take a lock the interrupted thread holds (they did, and it hung), every
+ * child allocates, frees, reads the stats and exits. */
+START_TEST(hazards_fork_in_handler_inside_profiler)
+{
+  probe_opts_t opts = {.watchdog_s = 100};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_FORK_PROBE"), (const char *const[]){"forklock", "100", NULL},
+                              &opts);
+  probe_assert_exit0(&run, "forklock");
+  ck_assert_uint_eq(probe_value(&run, "children_ok"), 100);
+  ck_assert_uint_eq(probe_value(&run, "children_bad"), 0);
+  probe_run_free(&run);
+}
+END_TEST
+
 Suite *hazards_suite(void)
 {
   Suite *s = suite_create("hazards");
@@ -579,6 +594,7 @@ Suite *hazards_suite(void)
   tcase_add_test(tc, hazards_sampled_tiny_aligned_16);
   tcase_add_test(tc, hazards_signal_handler_frees);
   tcase_add_test(tc, hazards_malloc_not_ours_said);
+  tcase_add_test(tc, hazards_fork_in_handler_inside_profiler);
   suite_add_tcase(s, tc);
   return s;
 }
