@@ -1,14 +1,16 @@
 /* mimalloc-prof.h - sampled heap profiling on top of mimalloc.
  *
  * Linking with -lmimalloc-prof (or LD_PRELOAD=libmimalloc-prof.so.0) makes this library the process
- * allocator: malloc, free and the rest of the malloc family are served by mimalloc, and on average one
- * allocation per sample_rate bytes is sampled.  This header declares the control API.  Every function is
- * present in every build; a library configured with --disable-pprof fails each of them with ENOTSUP.
+ * allocator: the malloc family, C++ new/delete and mimalloc's own allocation API (mi_malloc,
+ * mi_heap_malloc, ...; declared by <mimalloc.h>) are served by mimalloc, and while a session runs an
+ * allocation of s bytes is sampled with probability 1 - exp(-s/sample_rate).  This header declares the
+ * control API.  Every function is present in every build; a library configured with --disable-pprof
+ * fails each of them with ENOTSUP.
  *
  * Conventions: functions that can fail return false and set errno.  The API does not print, with one
  * exception: the first mi_prof_start() that cannot set up the sampled-block arena says so in one line on
- * stderr (as does the first dropped sample of each reason).  All byte quantities are bytes.  Estimated quantities are unbiased estimates of what the sampled program
- * did (see mimalloc_prof(3), "ESTIMATES").
+ * stderr (as does the first dropped sample of each reason).  All byte quantities are bytes.  Estimated
+ * quantities are unbiased estimates of what the sampled program did (see mimalloc_prof(3), "ESTIMATES").
  */
 #ifndef MIMALLOC_PROF_H
 #define MIMALLOC_PROF_H
@@ -59,7 +61,8 @@ mi_prof_decl_export bool mi_prof_available(void);
  * MIMALLOC_PROF_SEED (0, the default, = fresh entropy).  The calling thread samples from its next
  * allocation; other running threads notice within MI_PROF_RECHECK_BYTES of their own allocated bytes.
  * Return: true if started; false with errno set: EALREADY already running; EINVAL rate out of range;
- *   ENOMEM the sampled-block arena could not be set up (counted in dropped[MI_PROF_DROP_NO_ARENA]);
+ *   ENOMEM the sampled-block arena's window could not be set up (its chunk map could not be mapped;
+ *   counted in dropped[MI_PROF_DROP_NO_ARENA]; a later call tries again);
  *   EDEADLK called from an observer callback; ENOTSUP built with --disable-pprof.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe (takes the profiler lock).
  */
@@ -79,10 +82,12 @@ mi_prof_decl_export bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed)
 #define MI_PROF_RECHECK_BYTES (1u << 20)
 
 /**
- * mi_prof_stop() - stop sampling and free every sample record.
- * Sampled blocks still live stay valid: freeing them later is safe and is not reported.  Afterwards
- * mi_prof_stats() reports live_samples and the in-use estimates as 0; the cumulative counters of the
- * session stay until the next start.
+ * mi_prof_stop() - stop sampling.
+ * Every live sample stops being one: mi_prof_stats() reports live_samples and the in-use estimates as 0,
+ * and the stacks are released; the cumulative counters of the session stay until the next start.
+ * Sampled blocks still live stay valid: freeing them later, or destroying their mimalloc heap, is safe
+ * and is not reported to the observer.  Each such block keeps a record without weight until it is freed
+ * (its free and mi_heap_destroy() must find it), so that much profiler memory stays mapped until then.
  * Return: true if a running session was stopped; false with errno EALREADY (not running), EDEADLK
  *   (called from an observer callback) or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
@@ -104,43 +109,53 @@ mi_prof_decl_export bool mi_prof_is_enabled(void);
  */
 mi_prof_decl_export bool mi_prof_reset(void);
 
-/* Why a sample was dropped (an index into mi_prof_stats_t.dropped). */
+/* Why a sample was not fully recorded (an index into mi_prof_stats_t.dropped); NO_ARENA counts failed
+ * starts instead. */
 typedef enum mi_prof_drop_reason_e {
-  MI_PROF_DROP_MEMORY = 0,  /* the profiler memory budget (MIMALLOC_PROF_MAX_BYTES) is used up */
-  MI_PROF_DROP_TOO_LARGE,   /* the sampled-block arena could not serve the size */
-  MI_PROF_DROP_ALIGNMENT,   /* alignment above what the sampled-block arena serves (16 MiB) */
-  MI_PROF_DROP_NO_ARENA,    /* no address space could be reserved for sampled blocks */
-  MI_PROF_DROP_UNWIND,      /* the stack could not be captured */
+  MI_PROF_DROP_MEMORY = 0,  /* profiler memory (MIMALLOC_PROF_MAX_BYTES, or mmap) ran out for the
+                             * sample's stack, or for its record (the block then stays untracked) */
+  MI_PROF_DROP_TOO_LARGE,   /* the block can never fit the sampled-block arena (MIMALLOC_PROF_ARENA_SIZE) */
+  MI_PROF_DROP_ALIGNMENT,   /* the same, for a request aligned to more than 1 MiB */
+  MI_PROF_DROP_NO_ARENA,    /* mi_prof_start() could not set up the sampled-block arena's window */
+  MI_PROF_DROP_UNWIND,      /* the stack could not be captured (unwinder failure, too little stack left) */
   MI_PROF_DROP_STACKS,      /* the stack table is full */
   MI_PROF_DROP_FORK,        /* in a fork child whose parent had another thread inside the unwinder */
-  MI_PROF_DROP_ARENA_FULL,  /* the sampled-block arena has no room for the block now */
+  MI_PROF_DROP_ARENA_FULL,  /* the arena has no room for the block now (its window is full, or the
+                             * address space: RLIMIT_AS, RLIMIT_DATA), even after giving back its cache */
   MI_PROF_DROP_REASONS = 8  /* size of the dropped[] array */
 } mi_prof_drop_reason_t;
 
-/* A dropped sample is not lost: its weight still counts in every total, under a stack of one
- * synthetic frame that names the reason.  mi_prof_visit() shows that frame as this value (never a real
- * code address); heap profiles name it "[mimalloc-prof: dropped (REASON)]". */
+/* A sample that is not fully recorded keeps its weight in every total, under a stack of one synthetic
+ * frame that names the reason: all of it (allocated and in use) when only its stack is missing (UNWIND,
+ * STACKS, FORK, MEMORY for the stack); its allocated weight only when its block cannot be tracked
+ * (TOO_LARGE, ALIGNMENT, ARENA_FULL: mimalloc serves it unsampled; MEMORY for the record).
+ * mi_prof_visit() shows that frame as this value (1..8, never a code address); heap profiles name it
+ * "[mimalloc-prof: dropped (REASON)]". */
 #define MI_PROF_FRAME_DROPPED(reason) ((void *)((uintptr_t)(reason) + 1))
 
 /* Counters of the running (or last) session.  Versioned by size: pass sizeof(mi_prof_stats_t). */
 typedef struct mi_prof_stats_s {
   uint64_t sample_rate;      /* bytes; the rate in force, 0 when stopped */
-  uint64_t samples;          /* samples taken since start or reset */
-  uint64_t live_samples;     /* sampled blocks not freed yet */
+  uint64_t samples;          /* samples taken since start or reset, the not fully recorded included */
+  uint64_t live_samples;     /* sampled blocks recorded and not freed yet */
   uint64_t inuse_objects;    /* estimated objects in use */
   uint64_t inuse_bytes;      /* estimated bytes in use */
   uint64_t alloc_objects;    /* estimated objects allocated since start or reset */
   uint64_t alloc_bytes;      /* estimated bytes allocated since start or reset */
-  uint64_t dropped[MI_PROF_DROP_REASONS]; /* samples dropped, by mi_prof_drop_reason_t */
-  uint64_t untracked_frees;  /* sampled blocks freed behind the library's back (seen when reused) */
+  uint64_t dropped[MI_PROF_DROP_REASONS]; /* samples not fully recorded since start or reset, by
+                                          * mi_prof_drop_reason_t (NO_ARENA: failed starts) */
+  uint64_t untracked_frees;  /* records replaced by a new sample at their address: blocks released
+                              * without this library (0 when every release goes through it) */
   uint64_t profiler_bytes;   /* profiler memory mapped now (records, tables), bytes */
   uint64_t profiler_bytes_max; /* the budget, MIMALLOC_PROF_MAX_BYTES */
-  uint64_t arena_bytes;      /* address space the sampled-block arena has mapped now, bytes (it maps
-                              * 1 MiB chunks as sampled blocks need them; 0 before the first start) */
+  uint64_t arena_bytes;      /* address space the sampled-block arena has mapped now, bytes (1 MiB
+                              * chunks, mapped as sampled blocks need them and unmapped when unused for
+                              * a purge period; 0 before the first start) */
   /* Since 0.2 (a caller compiled with 0.1's header passes the smaller size and gets the fields above): */
-  uint64_t slow_path_calls;  /* times a thread's sample countdown ran out since start; each thread's
-                              * first allocation is one, so 0 while running means allocations are not
-                              * reaching this library (valgrind's memcheck, a static malloc) */
+  uint64_t slow_path_calls;  /* times a thread's sample countdown ran out since start or reset; the
+                              * caller of mi_prof_start() takes one at its next allocation, so 0 while
+                              * running means allocations are not reaching this library (valgrind's
+                              * memcheck, a static malloc) */
   uint64_t arena_limit_bytes;    /* most address space sampled blocks may use: MIMALLOC_PROF_ARENA_SIZE
                                   * clipped to the platform (0 before the first start) */
   uint64_t arena_resident_bytes; /* the arena's memory that may be resident: pages touched and not yet
@@ -160,7 +175,8 @@ typedef struct mi_prof_stats_s {
  * Return: true; false with errno EINVAL (stats NULL or size not a known version) or ENOTSUP.
  *   Works while stopped (counts of the last session, sample_rate 0).
  * Thread safety: MT-Safe.  The record counters (samples .. alloc_bytes, untracked_frees) are one
- *   consistent snapshot; dropped[], profiler_bytes and arena_bytes are read just after.
+ *   consistent snapshot; the arena's fields, dropped[], profiler_bytes and slow_path_calls are read
+ *   just after.
  * Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_stats(mi_prof_stats_t *stats, size_t size);
@@ -173,12 +189,17 @@ mi_prof_decl_export bool mi_prof_stats(mi_prof_stats_t *stats, size_t size);
 mi_prof_decl_export bool mi_prof_debug_stats(size_t *live_records, size_t *live_bytes);
 
 /* Observer callbacks.  on_sample runs on the allocating thread after the sampled block is recorded and
- * before it is returned to the program; on_free runs on the freeing thread before the block is released,
- * with the same pointer and size that on_sample got.  A realloc that resizes a sampled block in place is
- * reported as on_free(old size) then on_sample(new size) of the same pointer.  Both run with no profiler
- * lock held and with sampling suspended on the calling thread (an allocation inside a callback is never
- * sampled); mi_prof_start, _stop, _reset and _set_observer fail with EDEADLK inside a callback.  A
- * callback may change errno. */
+ * before it is returned to the program (also for a sample recorded without its stack; not for one whose
+ * block could not be tracked).  on_free runs on the thread that releases the block (free, delete,
+ * mi_free, a realloc, mi_heap_destroy of its heap) before its memory is released, with the pointer and
+ * size that on_sample got.  A realloc is the allocation of the new size and the free of the old block,
+ * so a realloc of a sampled block reports on_free of the old one, and, when the realloc is itself
+ * sampled, on_sample of the new one: in place (same pointer) on_free(old size) then on_sample(new size);
+ * moved, on_sample(new) then on_free(old); not sampled, on_free only, also when the block keeps its
+ * address.  Both run with no profiler lock held and with sampling suspended on the calling thread (an
+ * allocation inside a callback is neither sampled nor counted; a free of a sampled block inside one is
+ * deferred until the library's own work on that thread ends, then reported); mi_prof_start, _stop,
+ * _reset and _set_observer fail with EDEADLK inside a callback.  A callback may change errno. */
 typedef void mi_prof_sample_fn(void *ptr, size_t size, size_t weight_bytes, size_t sample_rate,
                                uint64_t thread_id, void *arg);
 typedef void mi_prof_free_fn(void *ptr, size_t size, void *arg);
@@ -187,8 +208,8 @@ typedef void mi_prof_free_fn(void *ptr, size_t size, void *arg);
  * mi_prof_set_observer() - install (or, with NULLs, remove) the sample and free callbacks.
  * @on_sample: called for each sample: pointer, requested size in bytes, weight (estimated bytes the
  *             sample stands for), the sample rate in force, and the sampling thread's id (gettid).
- * @on_free: called when a block reported to an on_sample is freed (by whichever observer is installed
- *            then; not for blocks sampled before a stop).
+ * @on_free: called when a block reported to an on_sample is freed or reallocated (by whichever
+ *            observer is installed then; not for blocks sampled before a stop).
  * @arg: passed to both.
  * Return: true; false with errno EDEADLK (from a callback) or ENOTSUP.
  * Thread safety: MT-Safe; a callback may still be running on another thread when this returns.
@@ -206,8 +227,9 @@ typedef struct mi_prof_stack_counts_s {
 } mi_prof_stack_counts_t;
 
 /* One stack of mi_prof_visit: its return addresses, innermost first (the program's frame that called the
- * allocation function comes first; the library's own frames are not included), and its counters.
- * Return true to go on, false to stop the visit. */
+ * allocation function comes first; the library's own frames are not included), and its counters.  The
+ * samples not fully recorded for one reason form a stack of depth 1 whose frame is
+ * MI_PROF_FRAME_DROPPED(reason).  Return true to go on, false to stop the visit. */
 typedef bool mi_prof_visit_fn(void *const *frames, size_t depth, const mi_prof_stack_counts_t *counts,
                               void *arg);
 
