@@ -103,7 +103,8 @@ mi_prof_decl_export bool mi_prof_is_enabled(void);
 
 /**
  * mi_prof_reset() - forget the cumulative counters: samples, alloc_objects, alloc_bytes,
- * untracked_frees and dropped[].  Live samples and their in-use estimates are kept.
+ * untracked_frees, slow_path_calls, dropped[] and every stack's allocated estimates.  Live samples and
+ * their in-use estimates are kept.
  * Return: true; false with errno EALREADY (not running), EDEADLK (from a callback) or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
  */
