@@ -85,7 +85,7 @@ bool mi_prof_stop(void)
   session_id++;
   running = false;
   mprof_session_publish(session_id, false, 0, 0);
-  mprof_record_end();                            /* frees every record */
+  mprof_record_end();                            /* every record becomes a weightless orphan */
   api_leave(countdown);
   return true;
 }

@@ -44,9 +44,9 @@ static int drop_said[MI_PROF_DROP_REASONS];
 static const char *const drop_text[MI_PROF_DROP_REASONS] = {
   [MI_PROF_DROP_MEMORY] = "profiler memory budget (MIMALLOC_PROF_MAX_BYTES) used up",
   [MI_PROF_DROP_TOO_LARGE] = "allocation too large for the sampled-block arena",
-  [MI_PROF_DROP_ALIGNMENT] = "alignment above 16 MiB",
+  [MI_PROF_DROP_ALIGNMENT] = "alignment too large for the sampled-block arena",
   [MI_PROF_DROP_NO_ARENA] = "the sampled-block arena could not be set up (address space: "
-                            "MIMALLOC_PROF_ARENA_SIZE, ulimit -v; or its thread); profiling cannot start",
+                            "MIMALLOC_PROF_ARENA_SIZE, ulimit -v); profiling cannot start",
   [MI_PROF_DROP_UNWIND] = "stack could not be captured",
   [MI_PROF_DROP_STACKS] = "stack table full",
   [MI_PROF_DROP_FORK] = "in a fork child whose parent was unwinding on another thread when it forked",
