@@ -107,6 +107,18 @@ void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mprof_warn_strs(const char *s, ...) __attribute__((sentinel));   /* no formatting: small stacks */
 bool mprof_warn_once_claim(int *flag);
 
+/* The first index i with a[i] >= v in the sorted a[0..n) (objects.c, pprof.c). */
+static inline size_t mprof_lower_bound(const uintptr_t *a, size_t n, uintptr_t v)
+{
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (a[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /* "pmem.c": profiler memory, raw mmap under the MIMALLOC_PROF_MAX_BYTES budget.
  *
  * What one dump needs (dump.c, pprof.c, objects.c), kept free by the tables (see pmem.c): a fixed part and

@@ -251,18 +251,6 @@ static size_t peek(void *buf, uintptr_t at, size_t len)
   return n > 0 ? (size_t)n : 0;
 }
 
-/* The first index i with pcs[i] >= v (pcs sorted). */
-static size_t lower_bound(const uintptr_t *pcs, size_t n, uintptr_t v)
-{
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (pcs[mid] < v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 /* Before the object's symbols are read (!done): marks its pcs (those whose address pc - 1 lies in its
  * segments) NAME_UNSET; after (done): turns each mark into a name key and offset, or 0. */
 static bool mark_object(const mprof_objects_t *o, const mprof_object_t *ob, const uintptr_t *pcs, size_t n,
@@ -270,7 +258,7 @@ static bool mark_object(const mprof_objects_t *o, const mprof_object_t *ob, cons
 {
   bool any = false;
   for (uint32_t s = ob->first_segment; s < ob->first_segment + ob->n_segments; s++) {
-    size_t i = lower_bound(pcs, n, o->segment[s].start + 1), end = lower_bound(pcs, n, o->segment[s].limit + 1);
+    size_t i = mprof_lower_bound(pcs, n, o->segment[s].start + 1), end = mprof_lower_bound(pcs, n, o->segment[s].limit + 1);
     for (; i < end; i++) {
       any = true;
       if (!done) {
@@ -292,7 +280,7 @@ static void name_from(const ElfW(Sym) *sym, const mprof_object_t *ob, const uint
       sym->st_size == 0 || sym->st_name == 0 || sym->st_name >= ob->strsz)
     return;
   uintptr_t start = ob->base + sym->st_value, end = start + sym->st_size;
-  for (size_t i = lower_bound(pcs, n, start + 1); i < n && pcs[i] - 1 < end; i++) {
+  for (size_t i = mprof_lower_bound(pcs, n, start + 1); i < n && pcs[i] - 1 < end; i++) {
     uint64_t distance = pcs[i] - 1 - start;
     if (names[i] == 0 || distance >= (names[i] >> 32)) continue;   /* 0: another object's pc */
     names[i] = distance << 32 | sym->st_name;

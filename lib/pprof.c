@@ -307,24 +307,13 @@ static void emit_locations(writer_t *w, const mprof_objects_t *objs, const uintp
   }
 }
 
-static size_t lower_bound(const uintptr_t *a, size_t n, uintptr_t v)
-{
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (a[mid] < v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 static void emit_samples(writer_t *w, const mprof_snapshot_t *snap, const uintptr_t *pcs, size_t n)
 {
   uint64_t ids[MPROF_BT_MAX_CAP];
   for (size_t i = 0; i < snap->n && w->err == 0; i++) {
     const mprof_snap_stack_t *st = &snap->stack[i];
     size_t depth = st->depth < MPROF_BT_MAX_CAP ? st->depth : MPROF_BT_MAX_CAP;
-    for (size_t k = 0; k < depth; k++) ids[k] = lower_bound(pcs, n, st->frames[k]) + 1;
+    for (size_t k = 0; k < depth; k++) ids[k] = mprof_lower_bound(pcs, n, st->frames[k]) + 1;
     int64_t v[4] = {(int64_t)st->counts.alloc_objects, (int64_t)st->counts.alloc_bytes,
                     (int64_t)st->counts.inuse_objects, (int64_t)st->counts.inuse_bytes};
     sample_t s = PERFTOOLS__PROFILES__SAMPLE__INIT, *sp = &s;
