@@ -5,6 +5,8 @@
 #   base     LD_PRELOAD=libmimalloc.so.2        (Debian's mimalloc alone)
 #   stopped  LD_PRELOAD=libmimalloc-prof.so.0   (profiling compiled in, not running)
 #   running  the same with MIMALLOC_PROF=1      (sampling at MIMALLOC_PROF_SAMPLE_RATE, default 524288)
+# The loop runs twice: through malloc/free, and through mimalloc's own mi_malloc/mi_free (which this
+# library exports too: their stopped cost per call must not exceed malloc's).
 # and prints the median instruction count (valgrind --tool=callgrind, whole process) and the ratio to
 # base.  PYTHONMALLOC=malloc is set for every run (it only affects python3).  Instruction counts are repeatable, so REPS=1 is enough; seeds are fixed for the same reason.
 #
@@ -27,6 +29,7 @@ lib=${1:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -fno-builtin -o "$tmp/malloc_loop" bench/malloc_loop.c
+cc -O2 -fno-builtin -DMI_API -o "$tmp/mi_malloc_loop" bench/malloc_loop.c -lmimalloc
 
 # count NAME PRELOAD [VAR=VALUE...] -- CMD...: prints the instruction count of one run
 count() {
@@ -66,6 +69,7 @@ echo "library: $lib"
 echo "base:    $base_lib"
 printf "%-28s %15s %15s %15s   %6s   %6s\n" workload base stopped running stopped running
 run_workload "malloc_loop 16-256B x$loop_n" "$tmp/malloc_loop" "$loop_n"
+run_workload "mi_malloc_loop (mi_malloc/mi_free)" "$tmp/mi_malloc_loop" "$loop_n"
 run_workload "python3 json script" "$python" bench/py_workload.py
 run_workload "python3 startup" "$python" -c pass
 run_workload "python3 imports" "$python" -c 'import email, json, http.client, argparse, decimal, xml.dom.minidom, unittest'

@@ -1,9 +1,17 @@
 /* malloc_loop.c - the benchmark's allocation loop: malloc/free of 16..256-byte blocks, keeping a
- * window of 1024 live blocks so frees are not just of the block allocated last.
+ * window of 1024 live blocks so frees are not just of the block allocated last.  Built with -DMI_API it
+ * calls mimalloc's mi_malloc/mi_free instead (link with -lmimalloc: the profiler's exports take them when
+ * it is preloaded).
  * Usage: malloc_loop [iterations]  (default 2000000) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#ifdef MI_API
+#include <mimalloc.h>
+#define malloc mi_malloc
+#define free   mi_free
+#endif
 
 #define WINDOW 1024
 
