@@ -120,7 +120,7 @@ typedef enum mi_prof_drop_reason_e {
   MI_PROF_DROP_NO_ARENA,    /* mi_prof_start() could not set up the sampled-block arena's window */
   MI_PROF_DROP_UNWIND,      /* the stack could not be captured (unwinder failure, too little stack left) */
   MI_PROF_DROP_STACKS,      /* the stack table is full */
-  MI_PROF_DROP_FORK,        /* in a fork child whose parent had another thread inside the unwinder */
+  MI_PROF_DROP_FORK,        /* in a fork child where no unwinder is safe to call (mimalloc_prof(3)) */
   MI_PROF_DROP_ARENA_FULL,  /* the arena has no room for the block now (its window is full, or the
                              * address space: RLIMIT_AS, RLIMIT_DATA), even after giving back its cache */
   MI_PROF_DROP_REASONS = 8  /* size of the dropped[] array */

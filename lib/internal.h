@@ -15,8 +15,8 @@
 #include "inline.h"
 
 /* "mireal.c": libmimalloc.so.2's own functions.  This library exports the same names (mi_api.c), so it
- * never calls them by name: always through this table (resolved by a constructor; each pointer starts at
- * a stub that resolves the table first). */
+ * never calls them by name: always through this table (each pointer starts at a stub that looks its
+ * function up, stores it and calls it). */
 typedef struct mprof_mi_s {
 #define MI_FN(ret, name, params, args) ret(*name) params;
 #define MI_VOID(name, params, args)    void(*name) params;
@@ -26,7 +26,6 @@ typedef struct mprof_mi_s {
 } mprof_mi_t;
 
 extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
-void mprof_mi_resolve(void);
 
 /* Only "leaf" functions of libmimalloc may be called after a fast path charged the countdown: some of its
  * functions call others of its exported functions through the PLT (mi_realloc tail-calls

@@ -49,7 +49,7 @@ static const char *const drop_text[MI_PROF_DROP_REASONS] = {
                             "MIMALLOC_PROF_ARENA_SIZE, ulimit -v); profiling cannot start",
   [MI_PROF_DROP_UNWIND] = "stack could not be captured",
   [MI_PROF_DROP_STACKS] = "stack table full",
-  [MI_PROF_DROP_FORK] = "in a fork child whose parent was unwinding on another thread when it forked",
+  [MI_PROF_DROP_FORK] = "in a fork child where no unwinder is safe to call (another thread was unwinding at the fork, or libgcc_s was not loaded in a multi-threaded C program)",
   [MI_PROF_DROP_ARENA_FULL] = "the sampled-block arena is full",
 };
 

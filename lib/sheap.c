@@ -19,8 +19,8 @@
  * descriptor per page and three page bitmaps (free; touched since mapped or purged; stale).
  *
  * Giving memory back: freed pages stay resident for reuse until they have been free for a whole purge
- * period (MPROF_PURGE_NS, checked at the next operation on the heap); then madvise(MADV_DONTNEED) returns
- * them, and a page chunk that stays empty that long is unmapped, as are cached chunk runs (arena.c).  A
+ * period (MPROF_PURGE_NS, checked at the next operation on the heap, when more than PURGE_FLOOR is idle
+ * or chunk runs are cached); then madvise(MADV_DONTNEED) returns them, and a page chunk that stays empty that long is unmapped, as are cached chunk runs (arena.c).  A
  * busy program reuses warm pages without system calls, and memory it stops using goes back to the
  * kernel within two periods of its next sample (a program that stops sampling altogether keeps what is
  * cached then).  When the address space runs out (RLIMIT_AS), everything cached is given back at once and
@@ -41,6 +41,7 @@
 #define SMALL_MAX      4096                       /* largest slab block */
 #define MEDIUM_MAX     (MPROF_CHUNK / 4)          /* largest page run */
 #define MPROF_PURGE_NS ((uint64_t)100 * 1000000)  /* free memory is kept this long for reuse (100 ms) */
+#define PURGE_FLOOR    ((size_t)256 * 1024)        /* idle resident memory never worth a purge */
 
 enum { PG_FREE, PG_HEADER, PG_SLAB, PG_RUN, PG_TAIL };
 
@@ -81,6 +82,7 @@ static uint64_t last_purge;           /* CLOCK_MONOTONIC_COARSE, ns */
 static size_t   live_blocks;
 static size_t   live_bytes;           /* usable bytes of the live blocks */
 static size_t   large_bytes;          /* usable bytes of the live large blocks */
+static size_t   touched_pages;        /* pages set in the page chunks' touched bitmaps */
 
 /* ---------------------------------------------------------------------------------------------------
    Page chunks, descriptors and page references
@@ -122,6 +124,7 @@ static pchunk_t *chunk_new(void)
     c->page[i].kind = PG_HEADER;
     bit_set(c->touched_bits, i);
   }
+  touched_pages += header;
   for (size_t i = header; i < chunk_pages; i++) bit_set(c->free_bits, i);
   c->free_pages = (uint32_t)(chunk_pages - header);
   c->next = pchunks;
@@ -132,6 +135,7 @@ static pchunk_t *chunk_new(void)
 
 static void chunk_delete(pchunk_t *c)
 {
+  for (size_t w = 0; w < BITMAP_WORDS; w++) touched_pages -= (size_t)__builtin_popcountll(c->touched_bits[w]);
   if (c->prev != NULL) c->prev->next = c->next;
   else pchunks = c->next;
   if (c->next != NULL) c->next->prev = c->prev;
@@ -199,7 +203,8 @@ static size_t run_alloc(size_t n, size_t step, bool zero, pchunk_t **out)
   for (size_t k = 0; k < n; k++) {
     bit_clear(c->free_bits, i + k);
     bit_clear(c->stale_bits, i + k);
-    if (zero && bit(c->touched_bits, i + k)) memset(page_addr(c, i + k), 0, page);
+    if (!bit(c->touched_bits, i + k)) touched_pages++;
+    else if (zero) memset(page_addr(c, i + k), 0, page);
     bit_set(c->touched_bits, i + k);
     c->page[i + k] = (pdesc_t){.kind = PG_TAIL, .npages = (uint16_t)k};
   }
@@ -319,6 +324,7 @@ static void release_pages(pchunk_t *c, const uint64_t *mask)
     }
     size_t k = i;
     while (k < chunk_pages && bit(mask, k)) bit_clear(c->touched_bits, k++);
+    touched_pages -= k - i;        /* mask holds touched pages only */
     madvise(page_addr(c, i), (k - i) * page, MADV_DONTNEED);
     i = k;
   }
@@ -367,11 +373,17 @@ static void purge(bool all)
   else mprof_arena_purge();
 }
 
+/* A purge once per period, when there is something worth giving back: cached chunk runs, or more than
+ * PURGE_FLOOR of idle resident pages (touched, minus what small and medium blocks use).  Below that, the
+ * madvise calls and the page faults that follow cost more than the memory is worth: a program sampling a
+ * few short-lived blocks at a time would empty, give back and fault in the same slab every period. */
 static void purge_tick(void)
 {
   uint64_t now = coarse_now();
   if (now - last_purge < MPROF_PURGE_NS) return;
   last_purge = now;
+  size_t resident = touched_pages * page, used = live_bytes - large_bytes;
+  if (mprof_arena_cached_bytes() == 0 && resident < used + PURGE_FLOOR) return;
   purge(false);
 }
 
@@ -582,10 +594,6 @@ bool mprof_sheap_init_done(void) { return __atomic_load_n(&page, __ATOMIC_ACQUIR
 void mprof_sheap_usage(mprof_sheap_usage_t *out)
 {
   mprof_lock(&sheap_lock);
-  size_t touched = 0;
-  for (pchunk_t *c = pchunks; c != NULL; c = c->next) {
-    for (size_t w = 0; w < BITMAP_WORDS; w++) touched += (size_t)__builtin_popcountll(c->touched_bits[w]);
-  }
   uintptr_t lo, hi;
   mprof_arena_window(&lo, &hi);
   out->limit_bytes = hi - lo;
@@ -593,7 +601,7 @@ void mprof_sheap_usage(mprof_sheap_usage_t *out)
   out->live_blocks = live_blocks;
   out->live_bytes = live_bytes;
   /* At most resident: the touched pages of page chunks, live large runs and cached ones. */
-  out->resident_bytes = touched * page + large_bytes + mprof_arena_cached_bytes();
+  out->resident_bytes = touched_pages * page + large_bytes + mprof_arena_cached_bytes();
   mprof_unlock(&sheap_lock);
 }
 

@@ -8,12 +8,15 @@
  * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes libunwind when the library was built with it,
  * else libgcc (doc/design.md has the measurements behind that choice).  With libunwind, a thread's first
  * LIBGCC_FIRST samples are unwound by libgcc: libunwind's first unwind on a thread maps and fills a
- * 256 KiB cache, which a thread that samples a few times never pays back (doc/design.md, "Stacks").
+ * 256 KiB cache, which a thread that samples a few times never pays back (doc/design.md, "Stacks").  Not
+ * the main thread's: it usually lives long and takes most samples (python3's start-up, with all its
+ * samples on the main thread, cost 0.8% more instructions with libgcc first).
  *
  * Loading (the loader locks are rank -1 in internal.h: outermost).  libunwind is dlopen'ed, and glibc's
- * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process, from
- * mi_prof_start() before the API lock is taken; no thread ever waits for another's priming (the one that
- * primes may be waiting for a loader lock held by a thread that is in a constructor and allocating).  A
+ * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both (libgcc only where it
+ * is wanted: libgcc_wanted), once per process, from mi_prof_start() before the API lock is taken; no
+ * thread ever waits for another's priming (the one that primes may be waiting for a loader lock held by
+ * a thread that is in a constructor and allocating).  A
  * libunwind or libgcc sample taken before priming is done is dropped (MI_PROF_DROP_UNWIND): calling
  * backtrace() then would wait, under glibc's once-lock, for the loader lock.
  *
@@ -56,6 +59,10 @@
 #include <unistd.h>
 
 #include <dlfcn.h>
+#include <gnu/lib-names.h>
+#include <sys/resource.h>
+
+extern void *__libc_stack_end;     /* ld.so's: the main thread's stack pointer at process entry */
 
 #ifndef MPROF_FRAME_POINTERS
 #define MPROF_FRAME_POINTERS 0
@@ -112,6 +119,7 @@ static uintptr_t libc_lo, libc_hi;                        /* the C library's (pt
 
 enum { PRIME_NOT, PRIME_BUSY, PRIME_DONE };
 static int prime_state;            /* atomic; DONE (release) after the unwinders are loaded */
+static bool libgcc_primed;         /* backtrace() has been called once (read after prime_state is DONE) */
 static unsigned libgcc_inside;     /* threads inside libgcc's unwinder or priming now (atomic) */
 static bool fork_multithreaded;    /* the parent had other threads at the last fork (prepare handler) */
 static bool child_libgcc_only;     /* a fork child where libunwind's locks may be held: never call it */
@@ -206,6 +214,20 @@ void mprof_unwind_init(void)
  * and fork children); every other caller returns at once, whether or not that is finished (see the top
  * of this file).  Priming counts as being inside libgcc for a fork child (its dlopen may hold the
  * loader's write lock). */
+/* Whether priming loads libgcc: when it is the unwinder, and besides libunwind only when it costs little
+ * or is likely to serve: libgcc_s already loaded (every C++ program), or other threads already running.
+ * Loading it costs 94 k instructions, a third of a percent of python3's start-up; a single-threaded C
+ * program unwinds with libunwind throughout (see unwind_dwarf). */
+static bool libgcc_wanted(void)
+{
+  if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) != MPROF_UNWIND_LIBUNWIND || !__libc_single_threaded)
+    return true;
+  void *h = dlopen(LIBGCC_S_SO, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == NULL) return false;
+  dlclose(h);
+  return true;
+}
+
 void mprof_unwind_prime(void)
 {
   if (tstack.hi == 0) stack_lookup(&tstack);
@@ -228,7 +250,10 @@ void mprof_unwind_prime(void)
     }
   }
 #endif
-  (void)backtrace(frames, 4);
+  if (libgcc_wanted()) {
+    (void)backtrace(frames, 4);
+    libgcc_primed = true;
+  }
   __atomic_sub_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
   s->inside &= ~INSIDE_LIBGCC;
   __atomic_store_n(&prime_state, PRIME_DONE, __ATOMIC_RELEASE);
@@ -238,15 +263,52 @@ void mprof_unwind_prime(void)
    The thread's stack and the stack budget
 --------------------------------------------------------------------------------------------------- */
 
+/* Another thread's lookup (pthread_getattr_np) calls realloc, calloc and free through the C library's
+ * lazily bound PLT; the first such call in the process runs the loader's resolver, which saves the whole
+ * register file on the stack (1.9 KiB more below a thread's first sample, measured with unwind_probe
+ * "stackuse").  When the main thread's lookup no longer calls pthread_getattr_np, this binds them here,
+ * on the starting thread's stack: pthread_attr_setaffinity_np copies the set with the same calls. */
+static void warm_thread_lookup(void)
+{
+  pthread_attr_t attr;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (pthread_attr_init(&attr) != 0) return;
+  (void)pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+  pthread_attr_destroy(&attr);
+}
+
+/* The main thread's stack without reading /proc (pthread_getattr_np() parses /proc/self/maps for it:
+ * 179 k instructions in python3, half a percent of its start-up): its top is above the stack pointer the
+ * process started with, and its limit RLIMIT_STACK below the top.  Both taken inside what the kernel
+ * would report: the page above __libc_stack_end rather than the mapping's end (a few environment pages
+ * higher), a limit counted from there.  With `ulimit -s unlimited` the limit is the previous mapping:
+ * false, and the caller asks pthread_getattr_np(). */
+static bool main_stack(thread_stack_t *s, uintptr_t here)
+{
+  warm_thread_lookup();
+  struct rlimit rl;
+  uintptr_t top = ((uintptr_t)__libc_stack_end + 4095) & ~(uintptr_t)4095;
+  if (getrlimit(RLIMIT_STACK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= top) return false;
+  uintptr_t lo = (top - (uintptr_t)rl.rlim_cur + 4095) & ~(uintptr_t)4095;
+  if (!in_span(here, lo, top)) return false;
+  s->lo = lo;
+  s->hi = top;
+  s->mapped_lo = PAGE_FLOOR(here);
+  return true;
+}
+
 /* Looks up this thread's stack, once per thread.  A thread created by pthread has all of [lo, hi)
  * mapped (the guard page lies below lo).  The main thread's stack is mapped only as far down as it has
  * grown, and pthread_getattr_np() reports its limit instead (with `ulimit -s unlimited`, all the way down
  * to the previous mapping, across the kernel's guard gap): proven mapped there is the page of the stack
  * pointer and everything above it (the kernel never shrinks a stack), extended as samples see it deeper.
- * The lookup allocates (the guard is up: unsampled) and, on the main thread, reads /proc. */
+ * The lookup allocates (the guard is up: unsampled); on the main thread it reads /proc only with an
+ * unlimited stack (main_stack above). */
 static void stack_lookup(thread_stack_t *s)
 {
   uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  if (getpid() == gettid() && main_stack(s, here)) return;
   pthread_attr_t attr;
   void *addr;
   size_t size;
@@ -406,19 +468,25 @@ static size_t skip_own(uintptr_t *out, const uintptr_t *raw, size_t n, size_t ma
 }
 
 /* Captures into out itself (it has MPROF_UNWIND_SLACK spare slots), then shifts the program's frames
- * down over the library's.  libgcc (glibc's backtrace) for the thread's first LIBGCC_FIRST samples, in a
- * fork child that must not call libunwind, where libunwind's larger stack need does not fit, and when it
- * is the unwinder; libunwind otherwise. */
+ * down over the library's.  libgcc (glibc's backtrace) for a thread's first LIBGCC_FIRST samples (not the
+ * main thread's), in a fork child that must not call libunwind, where libunwind's larger stack need does
+ * not fit, and when it is the unwinder; libunwind otherwise.  Where priming left libgcc unloaded
+ * (libgcc_wanted), libunwind takes every sample it can; the others are dropped (MI_PROF_DROP_UNWIND; a
+ * fork child's, MI_PROF_DROP_FORK). */
 static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
 {
   thread_stack_t *s = &tstack;
   int want = (int)(max + MPROF_UNWIND_SLACK), n;
 #if HAVE_LIBUNWIND
+  if (mprof_unlikely(s->dwarf_samples == 0) && (!libgcc_primed || gettid() == getpid()))
+    s->dwarf_samples = LIBGCC_FIRST;
   if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_LIBUNWIND && !child_libgcc_only &&
       s->dwarf_samples >= LIBGCC_FIRST && fits(s, NEED_LIBUNWIND, max)) {
     s->inside |= INSIDE_LIBUNWIND;
     n = libunwind_backtrace((void **)out, want);
     s->inside &= ~INSIDE_LIBUNWIND;
+  } else if (!libgcc_primed) {
+    return 0;                      /* libunwind does not fit, and libgcc cannot be loaded in a sample */
   } else
 #endif
   {
@@ -465,4 +533,5 @@ void mprof_unwind_postfork_child(void)
   if (__atomic_load_n(&libgcc_inside, __ATOMIC_RELAXED) != mine) child_no_dwarf = true;
   __atomic_store_n(&libgcc_inside, mine, __ATOMIC_RELAXED);
   if (fork_multithreaded || (s->inside & INSIDE_LIBUNWIND) != 0) child_libgcc_only = true;
+  if (child_libgcc_only && !libgcc_primed) child_no_dwarf = true;
 }

@@ -8,12 +8,15 @@
  *   forkinside          fork while another thread is stopped inside the unwinder; the child's samples
  *   forkstorm [N RATE]  4 threads allocate at RATE while the main thread forks N times; the samples lost
  *   forklock N          fork N times from a signal handler that interrupted the profiler itself (rate 1:
- *                       often inside its locks); each child allocates, frees, reads the stats and exits
+ *                       often inside its locks); each child allocates, frees, reallocs sampled blocks
+ *                       of its parent (their bytes kept), starts a session and dumps (refused with
+ *                       ENOTRECOVERABLE where the child froze the profiler), reads the stats and exits
  */
 #define _GNU_SOURCE 1
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -265,8 +268,40 @@ static int mode_forkstorm(int argc, char **argv)
 
 /* forklock: the handler forks whenever it interrupted the library's own code, up to N times, and waits
  * for each child: the fork handlers must not take a lock the interrupted thread holds, and the child
- * (fresh locks, sampling stopped) must be able to allocate, free and read the stats, then exit. */
-static volatile sig_atomic_t forks_left, children_ok, children_bad;
+ * (fresh locks; sampling stopped where it froze) returns from the handler, finishes what was
+ * interrupted, and must then be able to allocate, free, realloc its parent's sampled blocks, start,
+ * dump and read the stats, then exit. */
+static volatile sig_atomic_t forks_left, children_ok, children_bad, children_frozen, in_child;
+
+#define STABLE 8
+static unsigned char *stable[STABLE];   /* sampled blocks of the parent's, 1000 bytes of (j + 1) each */
+
+/* A forklock child's work; its exit status (0: all fine, 64 more when frozen). */
+static int forklock_child(void)
+{
+  for (int i = 0; i < 8; i++) free(malloc(100 + (size_t)i * 500));
+  for (int j = 0; j < STABLE; j++) {
+    unsigned char *q = realloc(stable[j], 3000);
+    if (q == NULL) return 3;
+    for (int b = 0; b < 1000; b++) if (q[b] != (unsigned char)(j + 1)) return 4;
+    free(q);
+  }
+  /* The child runs after its handler returned, the interrupted library code finished: the session goes
+   * on (EALREADY), or the child froze the profiler (ENOTRECOVERABLE) and dumps are refused alike. */
+  bool frozen = false;
+  if (!mi_prof_start(1)) {
+    if (errno != EALREADY && errno != ENOTRECOVERABLE) return 5;
+    frozen = errno == ENOTRECOVERABLE;
+  }
+  int null = open("/dev/null", O_WRONLY);
+  bool dumped = mi_prof_dump_fd(null);
+  int err = errno;
+  close(null);
+  if (dumped == frozen || (!dumped && err != ENOTRECOVERABLE)) return 6;
+  mi_prof_stats_t st;
+  if (!mi_prof_stats(&st, sizeof st)) return 2;
+  return frozen ? 64 : 0;
+}
 
 static void forklock_handler(int sig, siginfo_t *si, void *uc)
 {
@@ -275,14 +310,19 @@ static void forklock_handler(int sig, siginfo_t *si, void *uc)
   forks_left--;
   int saved = errno;
   pid_t pid = fork();
-  if (pid == 0) {
-    for (int i = 0; i < 8; i++) free(malloc(100 + (size_t)i * 500));
-    mi_prof_stats_t st;
-    _exit(mi_prof_stats(&st, sizeof st) ? 0 : 2);
+  if (pid == 0) {                  /* the child's work is done in the main loop, after this returns */
+    in_child = 1;
+    errno = saved;
+    return;
   }
   int status;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) children_ok++;
-  else children_bad++;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && (WEXITSTATUS(status) & ~64) == 0) {
+    children_ok++;
+    children_frozen += WEXITSTATUS(status) == 64;
+  } else {
+    children_bad++;
+    if (getenv("FORK_PROBE_DEBUG") != NULL) fprintf(stderr, "child status %d\n", status);
+  }
   errno = saved;
 }
 
@@ -295,28 +335,37 @@ static int mode_forklock(int argc, char **argv)
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGUSR1, &sa, NULL) != 0) die("sigaction failed");
   start_rate(1);
+  for (int j = 0; j < STABLE; j++) {
+    if ((stable[j] = malloc(1000)) == NULL) die("malloc failed");
+    memset(stable[j], j + 1, 1000);
+  }
   pthread_t self = pthread_self(), th;
   fork_done = 0;
   if (pthread_create(&th, NULL, signaller, &self) != 0) die("pthread_create failed");
   void *keep[64] = {0};
-  for (unsigned long i = 0; forks_left > 0; i++) {
+  for (unsigned long i = 0; forks_left > 0 && !in_child; i++) {
     size_t k = i % 64;
     free(keep[k]);
     keep[k] = malloc(64 + i % 2000);
   }
+  if (in_child) _exit(forklock_child());
   fork_done = 1;
   if (pthread_join(th, NULL) != 0) die("pthread_join failed");
   for (size_t k = 0; k < 64; k++) free(keep[k]);
+  for (int j = 0; j < STABLE; j++) free(stable[j]);
   mi_prof_stats_t st = stats_now();
   mi_prof_stop();
-  printf("forks %d\nchildren_ok %d\nchildren_bad %d\nlive_samples %" PRIu64 "\n", want, (int)children_ok,
-         (int)children_bad, st.live_samples);
+  printf("forks %d\nchildren_ok %d\nchildren_bad %d\nchildren_frozen %d\nlive_samples %" PRIu64 "\n", want,
+         (int)children_ok, (int)children_bad, (int)children_frozen, st.live_samples);
   return 0;
 }
 
 int main(int argc, char **argv)
 {
   if (argc < 2) die("usage: fork_probe MODE ...");
+  /* FORK_PROBE_LIBGCC_S=1: libgcc_s loaded before the session starts, as in every C++ program (the
+   * library then primes libgcc for fork children; a C program without it gets none: lib/unwind.c). */
+  if (getenv("FORK_PROBE_LIBGCC_S") != NULL && dlopen("libgcc_s.so.1", RTLD_NOW) == NULL) die("dlopen libgcc_s");
   const char *mode = argv[1];
   if (strcmp(mode, "forksig") == 0) return mode_forksig();
   if (strcmp(mode, "forkinside") == 0) return mode_forkinside();
