@@ -8,6 +8,7 @@
  */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ static void api_leave(size_t countdown)
 static bool start(size_t sample_rate, uint64_t seed)
 {
   if (in_callback()) return fail(EDEADLK);
+  if (mprof_frozen) return fail(ENOTRECOVERABLE);   /* a fork child whose tables may be half-done */
   uint64_t rate = sample_rate != 0 ? sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE);
   if (rate < 1 || rate > ((uint64_t)1 << 40)) return fail(EINVAL);
   size_t countdown = mprof_guard_enter();        /* what loading the unwinder allocates is not sampled */
@@ -220,12 +222,22 @@ static void postfork_child(void)
   mprof_dump_postfork_child();
 }
 
-/* At exit: sampling was on, yet no allocation ever reached the library's slow path (every thread's
- * first allocation does): malloc is not ours in this process — valgrind's memcheck, a static malloc, a
- * library that binds its own.  Said once, since the profile would otherwise look like an idle program. */
+/* At exit, with sampling on: does malloc reach this library at all?  Asked only when no countdown ever
+ * ran out (every thread's first allocation while running does that): one malloc(1) through the symbol
+ * the program would call, watched on this thread's countdown.  Not ours in this process (valgrind's
+ * memcheck, a static malloc, a library that binds its own) is said once: the profile would otherwise look
+ * like an idle program's.  A program that merely allocated nothing gets no warning. */
 static void check_interposed(void)
 {
-  if (mi_prof_is_enabled() && mprof_sampler_slow_path_calls() == 0)
+  if (!mi_prof_is_enabled() || mprof_sampler_slow_path_calls() != 0) return;
+  void *(*program_malloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
+  if (program_malloc == NULL) return;
+  size_t before = __atomic_load_n(&mprof_tls.countdown, __ATOMIC_RELAXED);
+  void *p = program_malloc(1);
+  bool reached = __atomic_load_n(&mprof_tls.countdown, __ATOMIC_RELAXED) != before ||
+                 mprof_sampler_slow_path_calls() != 0;
+  free(p);
+  if (!reached)
     mprof_warn("sampling was on, but no allocation reached this library (is malloc replaced, e.g. by "
                "valgrind's memcheck?): the profile is empty");
 }

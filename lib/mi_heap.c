@@ -55,7 +55,7 @@ static bool take_one(const mprof_record_t *r, void *arg)
  * memory.  A batch at a time, no lock held while the observer runs. */
 static void release_heap(mi_heap_t *heap)
 {
-  if (!mprof_record_heap_may_have(heap)) return;
+  if (mprof_frozen || !mprof_record_heap_may_have(heap)) return;   /* frozen: leaked, as by free */
   size_t countdown = mprof_guard_enter();
   batch_t b;
   do {
@@ -86,7 +86,7 @@ API void mi_heap_delete(mi_heap_t *heap)
 {
   mi_heap_t *backing = mprof_mi.mi_heap_get_backing();
   mprof_mi.mi_heap_delete(heap);
-  if (heap != NULL && mprof_record_heap_may_have(heap)) {
+  if (heap != NULL && !mprof_frozen && mprof_record_heap_may_have(heap)) {
     size_t countdown = mprof_guard_enter();
     mprof_record_retag(heap, heap == backing ? NULL : backing);
     mprof_guard_leave(countdown);
@@ -102,6 +102,8 @@ API void mi_heap_delete(mi_heap_t *heap)
 static bool sampled_heap(const void *p, mi_heap_t **heap)
 {
   if (p == NULL || !mprof_sheap_contains(p)) return false;
+  *heap = NULL;
+  if (mprof_frozen) return true;            /* a fork child's records may be half-done: not read */
   mprof_record_t r;
   size_t countdown = mprof_guard_enter();
   bool found = mprof_record_find((uintptr_t)p, &r) ||
@@ -180,7 +182,7 @@ API bool mi_heap_visit_blocks(const mi_heap_t *heap, bool visit_all_blocks, mi_b
   watched_t w = {visitor, arg, false};
   bool found = mprof_mi.mi_heap_visit_blocks(heap, visit_all_blocks, watch, &w);
   if (w.stopped) return false;
-  if (heap == NULL || !mprof_record_heap_may_have((mi_heap_t *)(uintptr_t)heap)) return found;
+  if (heap == NULL || mprof_frozen || !mprof_record_heap_may_have((mi_heap_t *)(uintptr_t)heap)) return found;
   visit_t v = {.heap = (mi_heap_t *)(uintptr_t)heap};
   do {
     v.n = 0;

@@ -215,6 +215,17 @@ static void *realloc_guarded(void *p, const mprof_req_t *r)
   return q;
 }
 
+/* realloc of a sampled block in a fork child that froze the sampled heap: a move to mimalloc, p leaked
+ * like a free there (the block's own size is read; nothing else of the heap or the records is). */
+static void *realloc_frozen(void *p, const mprof_req_t *r)
+{
+  void *q = r->plain(r);
+  if (q == NULL) return NULL;
+  size_t old = mprof_sheap_usable_size(p);
+  memcpy(q, p, old < r->size ? old : r->size);
+  return q;
+}
+
 /* realloc of NULL, of a block below the arena's end (sampled or not), or a countdown that ran out. */
 void *mprof_realloc_slow_req(void *p, const mprof_req_t *r)
 {
@@ -222,6 +233,7 @@ void *mprof_realloc_slow_req(void *p, const mprof_req_t *r)
   bool charged = mprof_maybe_sampled(p) ? mprof_skip(r->size) : false;   /* not yet charged: charge now */
   bool p_sampled = p != NULL && mprof_sheap_contains(p);
   if (charged && !p_sampled) return r->plain_realloc(p, r);
+  if (mprof_unlikely(mprof_frozen) && p_sampled) return realloc_frozen(p, r);
   size_t before = charged ? t->countdown : t->countdown + r->size;       /* wrapped: undo, in size_t */
   if (mprof_unlikely(r->size > MPROF_MAX_REQUEST || t->guard != 0)) {
     t->countdown = before;

@@ -52,6 +52,10 @@ static void copy_one(const mprof_stack_t *e, void *arg)
 bool mprof_snapshot_take(mprof_snapshot_t *s, bool all)
 {
   memset(s, 0, sizeof *s);
+  if (mprof_unlikely(mprof_frozen)) {           /* the tables may be half-done: nothing to read */
+    errno = ENOTRECOVERABLE;
+    return false;
+  }
   s->all = all;
   sizing_t size = {.all = all};
   size_t countdown = mprof_guard_enter();       /* a handler's free of a sampled block waits (internal.h) */
