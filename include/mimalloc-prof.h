@@ -63,7 +63,9 @@ mi_prof_decl_export bool mi_prof_available(void);
  * Return: true if started; false with errno set: EALREADY already running; EINVAL rate out of range;
  *   ENOMEM the sampled-block arena's window could not be set up (its chunk map could not be mapped;
  *   counted in dropped[MI_PROF_DROP_NO_ARENA]; a later call tries again);
- *   EDEADLK called from an observer callback; ENOTSUP built with --disable-pprof.
+ *   EDEADLK called from an observer callback; ENOTRECOVERABLE in a fork child that was forked from a
+ *   signal handler inside the profiler's locks (its tables may be half-written: it never samples);
+ *   ENOTSUP built with --disable-pprof.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe (takes the profiler lock).
  */
 mi_prof_decl_export bool mi_prof_start(size_t sample_rate);
@@ -245,7 +247,8 @@ typedef bool mi_prof_visit_fn(void *const *frames, size_t depth, const mi_prof_s
  * mi_prof_* API; the frames arrays are valid only during its call.  After mi_prof_stop() there is
  * nothing to visit.
  * Return: true; false with errno EINVAL (visitor NULL), ENOMEM (the snapshot did not fit in
- *   MIMALLOC_PROF_MAX_BYTES) or ENOTSUP.
+ *   MIMALLOC_PROF_MAX_BYTES), ENOTRECOVERABLE (a fork child forked inside the profiler's locks, as for
+ *   mi_prof_start) or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
@@ -260,7 +263,8 @@ mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
  * the period is the sample rate.  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a
  * valid profile with no samples.
  * Return: true; false with errno from open(2), write(2) or close(2), ENOMEM (the profile did not fit
- *   in MIMALLOC_PROF_MAX_BYTES), EIO (compression failed), ENAMETOOLONG or ENOTSUP.  A file this
+ *   in MIMALLOC_PROF_MAX_BYTES), EIO (compression failed), ENAMETOOLONG, ENOTRECOVERABLE (a fork child
+ *   forked inside the profiler's locks, as for mi_prof_start) or ENOTSUP.  A file this
  *   call created is removed again on failure; an existing file is left truncated, and an existing
  *   path that is not a regular file (a symbolic link's target, a device) is never removed.
  * Thread safety: MT-Safe (dumps are serialised).  Async-signal safety: AS-Unsafe: from a signal
@@ -271,7 +275,7 @@ mi_prof_decl_export bool mi_prof_dump(const char *path);
 /**
  * mi_prof_dump_fd() - write a heap profile to an open file descriptor (from its current offset).
  * Return: true; false with errno EBADF (fd < 0, or from write(2) for a descriptor not open for
- *   writing), another errno from write(2), ENOMEM, EIO or ENOTSUP.
+ *   writing), another errno from write(2), ENOMEM, EIO, ENOTRECOVERABLE or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_dump_fd(int fd);

@@ -301,7 +301,8 @@ static void final_locked(const mprof_objects_t *objs, bool profile, bool leak)
   mprof_snapshot_t snap;
   if (objs == NULL || !mprof_snapshot_take(&snap, false)) {
     if (mprof_warn_once_claim(&leak_failure_said))
-      mprof_warn("cannot write the leak report: ENOMEM (MIMALLOC_PROF_MAX_BYTES)");
+      mprof_warn("cannot write the leak report: %s", objs == NULL || errno == ENOMEM
+                 ? "ENOMEM (MIMALLOC_PROF_MAX_BYTES)" : strerrorname_np(errno));
     return;
   }
   mprof_dump_leak_write(2, &snap, objs);
