@@ -57,6 +57,7 @@ static uint8_t  *state;              /* chunks entries, CHUNK_* */
 static size_t    first_none;         /* no CHUNK_NONE entry below this index */
 static size_t    mapped_bytes;       /* chunks mapped by us now */
 static cached_t  cached[CACHE_SLOTS];
+static size_t    cached_chunks;       /* the sum of their lengths */
 static bool      no_noreplace;       /* the kernel (or valgrind) refused MAP_FIXED_NOREPLACE */
 static size_t    page_bytes;
 
@@ -212,6 +213,7 @@ void mprof_arena_chunk_free(void *c) { unmap_chunks(index_of((uintptr_t)c), 1); 
 static void cache_drop(cached_t *c)
 {
   unmap_chunks(c->head, c->len);
+  cached_chunks -= c->len;
   c->len = 0;
 }
 
@@ -223,6 +225,7 @@ static void cache_put(size_t head, size_t len)
     set(head, CHUNK_CACHED);
     for (size_t j = 1; j < len; j++) set(head + j, CHUNK_CACHED_TAIL);
     cached[k] = (cached_t){(uint32_t)head, (uint32_t)len, false};
+    cached_chunks += len;
     return;
   }
   unmap_chunks(head, len);
@@ -258,6 +261,7 @@ void *mprof_arena_run_alloc(size_t bytes, size_t align, bool *fresh)
     i = c->head;
     size_t len = c->len;
     c->len = 0;
+    cached_chunks -= len;
     if (len > n) cache_put(i + n, len - n);    /* the rest stays cached */
     *fresh = false;
   } else {
@@ -318,12 +322,7 @@ void mprof_arena_purge(void)
   }
 }
 
-size_t mprof_arena_cached_bytes(void)
-{
-  size_t n = 0;
-  for (size_t k = 0; k < CACHE_SLOTS; k++) n += (size_t)cached[k].len << MPROF_CHUNK_SHIFT;
-  return n;
-}
+size_t mprof_arena_cached_bytes(void) { return cached_chunks << MPROF_CHUNK_SHIFT; }
 
 /* Every cached run, now: the address space ran out. */
 void mprof_arena_release_cache(void)

@@ -297,10 +297,15 @@ static void slab_free(pchunk_t *c, size_t i, void *p)
  * CLASSES when none does. */
 static uint8_t class_of(size_t size, size_t alignment)
 {
-  for (uint8_t k = 0; k < CLASSES; k++) {
-    if (class_size[k] >= size && class_size[k] % alignment == 0) return k;
+  size_t k;
+  if (size <= 128) {
+    k = size == 0 ? 0 : (size - 1) / 16;             /* 16-byte steps */
+  } else {                                            /* four per power of two: (2^e, 2^(e+1)] */
+    unsigned e = (unsigned)(8 * sizeof(unsigned long) - 1) - (unsigned)__builtin_clzl((unsigned long)(size - 1));
+    k = 8 + (e - 7) * 4 + ((size - ((size_t)1 << e) - 1) >> (e - 2));
   }
-  return CLASSES;
+  while (k < CLASSES && (class_size[k] & (alignment - 1)) != 0) k++;
+  return k < CLASSES ? (uint8_t)k : CLASSES;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -379,11 +384,11 @@ static void purge(bool all)
  * few short-lived blocks at a time would empty, give back and fault in the same slab every period. */
 static void purge_tick(void)
 {
+  size_t resident = touched_pages * page, used = live_bytes - large_bytes;
+  if (mprof_arena_cached_bytes() == 0 && resident < used + PURGE_FLOOR) return;   /* before the clock */
   uint64_t now = coarse_now();
   if (now - last_purge < MPROF_PURGE_NS) return;
   last_purge = now;
-  size_t resident = touched_pages * page, used = live_bytes - large_bytes;
-  if (mprof_arena_cached_bytes() == 0 && resident < used + PURGE_FLOOR) return;
   purge(false);
 }
 
