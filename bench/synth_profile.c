@@ -15,35 +15,21 @@ int main(int argc, char **argv)
   }
   uint64_t offset = strtoull(argv[3], NULL, 0), vaddr = strtoull(argv[4], NULL, 0), memsz = strtoull(argv[5], NULL, 0);
   size_t n = strtoull(argv[6], NULL, 0);
-  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space", "space",
-                     argv[1], argv[2]};
-  value_type_t vt[4], *vtp[4], period = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-  static const int64_t types[4][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}};
-  for (int i = 0; i < 4; i++) {
-    perftools__profiles__value_type__init(&vt[i]);
-    vt[i].type = types[i][0];
-    vt[i].unit = types[i][1];
-    vtp[i] = &vt[i];
-  }
-  period.type = 7;
-  period.unit = 4;
-  profile_t h = PERFTOOLS__PROFILES__PROFILE__INIT;
-  h.string_table = strings;
-  h.n_string_table = 10;
-  h.sample_type = vtp;
-  h.n_sample_type = 4;
-  h.period_type = &period;
-  h.period = 524288;
-  pbuild_t *b = pbuild_new(&h);
+  pbuild_t *b = pbuild_new_heap(524288);
+  if (b == NULL) return 1;
   mapping_t m = PERFTOOLS__PROFILES__MAPPING__INIT;
+  profile_t mp = PERFTOOLS__PROFILES__PROFILE__INIT;    /* the mapping's strings */
+  char *mstrings[] = {"", argv[1], argv[2]};
+  mp.string_table = mstrings;
+  mp.n_string_table = 3;
   uint64_t start = 0x555555554000ull + vaddr;     /* a PIE's load address */
   m.memory_start = start;
   m.memory_limit = start + memsz;
   m.file_offset = offset;
-  m.filename = 8;
-  m.build_id = 9;
+  m.filename = 1;
+  m.build_id = 2;
   int64_t delta;
-  uint64_t mid = pb_mapping(b, &h, &m, &delta);
+  uint64_t mid = pb_mapping(b, &mp, &m, &delta);
   for (size_t s = 0; s < n / 10; s++) {
     uint64_t ids[10];
     for (size_t k = 0; k < 10; k++) ids[k] = pb_location(b, mid, start + (s * 10 + k) * (memsz / n), NULL, 0);

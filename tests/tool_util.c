@@ -83,29 +83,10 @@ bool tool_exists(const char *path)
 
 void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint64_t start, const char *file)
 {
-  profile_t h = PERFTOOLS__PROFILES__PROFILE__INIT;
-  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space", "space"};
-  value_type_t vt[4], *vtp[4], period = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-  static const int64_t types[4][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}};
-  for (int i = 0; i < 4; i++) {
-    perftools__profiles__value_type__init(&vt[i]);
-    vt[i].type = types[i][0];
-    vt[i].unit = types[i][1];
-    vtp[i] = &vt[i];
-  }
-  period.type = 7;
-  period.unit = 4;
-  h.string_table = strings;
-  h.n_string_table = 8;
-  h.sample_type = vtp;
-  h.n_sample_type = 4;
-  h.period_type = &period;
-  h.period = 524288;
-  h.default_sample_type = 6;
-  pbuild_t *b = pbuild_new(&h);
+  pbuild_t *b = pbuild_new_heap(524288);
   ck_assert_ptr_nonnull(b);
   mapping_t m = PERFTOOLS__PROFILES__MAPPING__INIT;
-  profile_t mp = h;
+  profile_t mp = PERFTOOLS__PROFILES__PROFILE__INIT;
   char *mstrings[] = {"", (char *)(file ? file : "/synthetic/prog"), "0123456789abcdef"};
   mp.string_table = mstrings;
   mp.n_string_table = 3;

@@ -334,6 +334,30 @@ pbuild_t *pbuild_new(const profile_t *h)
   return b;
 }
 
+pbuild_t *pbuild_new_heap(int64_t period)
+{
+  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space", "space"};
+  static const int64_t types[4][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}};
+  value_type_t vt[4], *vtp[4], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+  for (int i = 0; i < 4; i++) {
+    perftools__profiles__value_type__init(&vt[i]);
+    vt[i].type = types[i][0];
+    vt[i].unit = types[i][1];
+    vtp[i] = &vt[i];
+  }
+  period_type.type = 7;
+  period_type.unit = 4;
+  profile_t h = PERFTOOLS__PROFILES__PROFILE__INIT;
+  h.string_table = strings;
+  h.n_string_table = sizeof strings / sizeof strings[0];
+  h.sample_type = vtp;
+  h.n_sample_type = 4;
+  h.period_type = &period_type;
+  h.period = period;
+  h.default_sample_type = 6;
+  return pbuild_new(&h);
+}
+
 void pb_comment(pbuild_t *b, const char *text)
 {
   int64_t *c = realloc(b->p.comment, (b->p.n_comment + 1) * sizeof *c);

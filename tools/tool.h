@@ -105,6 +105,9 @@ typedef struct pb_line_s {
 /* A builder whose header (sample types, period, times, comments, drop/keep frames) is copied from
  * `header`; NULL on no memory. */
 pbuild_t *pbuild_new(const profile_t *header);
+/* A heap profile as the library writes it: alloc_objects/count, alloc_space/bytes, inuse_objects/count,
+ * inuse_space/bytes (the default), period `period` space/bytes; NULL when out of memory. */
+pbuild_t *pbuild_new_heap(int64_t period);
 void      pbuild_free(pbuild_t *b);
 bool      pbuild_failed(const pbuild_t *b);   /* an allocation failed somewhere */
 
