@@ -85,6 +85,19 @@ typedef enum mprof_unwinder_e {
   MPROF_UNWIND_FP, MPROF_UNWIND_LIBUNWIND, MPROF_UNWIND_LIBGCC, MPROF_UNWIND_AUTO
 } mprof_unwinder_t;
 
+/* Option bounds that are sizes of address space (options.def rows), for the platform's.  A 32-bit process
+ * has 3-4 GiB in all: there the sampled-block window can only be the 112 MiB below a non-PIE program's
+ * image (arena.c), and the profiler's budget must stay well below 4 GiB, which a size_t cannot hold. */
+#if UINTPTR_MAX > 0xffffffffu
+#define MPROF_ARENA_DEFAULT ((uint64_t)64 << 30)
+#define MPROF_ARENA_MAX     ((uint64_t)1 << 40)
+#define MPROF_BUDGET_MAX    ((uint64_t)1 << 40)
+#else
+#define MPROF_ARENA_DEFAULT ((uint64_t)112 << 20)
+#define MPROF_ARENA_MAX     ((uint64_t)112 << 20)
+#define MPROF_BUDGET_MAX    ((uint64_t)2 << 30)
+#endif
+
 typedef enum mprof_option_e {
 #define OPT(id, name, kind, dflt, min, max, range) MPROF_OPT_##id,
 #include "options.def"
