@@ -19,28 +19,43 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
-/* The operators, by their Itanium-ABI names (x86-64/aarch64: size_t = unsigned long = 'm'). */
-#define NEW_OPERATORS(X)                                  \
-  X(0, _Znwm)                                             \
-  X(1, _Znam)                                             \
-  X(2, _ZnwmRKSt9nothrow_t)                               \
-  X(3, _ZnamRKSt9nothrow_t)                               \
-  X(4, _ZnwmSt11align_val_t)                              \
-  X(5, _ZnamSt11align_val_t)                              \
-  X(6, _ZnwmSt11align_val_tRKSt9nothrow_t)                \
-  X(7, _ZnamSt11align_val_tRKSt9nothrow_t)
+/* The operators, by their Itanium-ABI names, which spell size_t's type: MPROF_SIZE_T_MANGLING (config.h)
+ * is m where size_t is unsigned long (x86-64, arm64: _Znwm) and j where it is unsigned int (i386, armhf:
+ * _Znwj).  SZNAME(head, tail) is head, that letter, tail: the name as one identifier. */
+#define SZNAME_(head, letter, tail) head##letter##tail
+#define SZNAME_X(head, letter, tail) SZNAME_(head, letter, tail)
+#define SZNAME(head, tail) SZNAME_X(head, MPROF_SIZE_T_MANGLING, tail)
+#define STRING_(x) #x
+#define STRING(x) STRING_(x)
+
+#define NEW_PLAIN                 SZNAME(_Znw, )
+#define NEW_ARRAY                 SZNAME(_Zna, )
+#define NEW_PLAIN_NOTHROW         SZNAME(_Znw, RKSt9nothrow_t)
+#define NEW_ARRAY_NOTHROW         SZNAME(_Zna, RKSt9nothrow_t)
+#define NEW_PLAIN_ALIGNED         SZNAME(_Znw, St11align_val_t)
+#define NEW_ARRAY_ALIGNED         SZNAME(_Zna, St11align_val_t)
+#define NEW_PLAIN_ALIGNED_NOTHROW SZNAME(_Znw, St11align_val_tRKSt9nothrow_t)
+#define NEW_ARRAY_ALIGNED_NOTHROW SZNAME(_Zna, St11align_val_tRKSt9nothrow_t)
+#define DELETE_PLAIN_SIZED         SZNAME(_ZdlPv, )
+#define DELETE_ARRAY_SIZED         SZNAME(_ZdaPv, )
+#define DELETE_PLAIN_SIZED_ALIGNED SZNAME(_ZdlPv, St11align_val_t)
+#define DELETE_ARRAY_SIZED_ALIGNED SZNAME(_ZdaPv, St11align_val_t)
 
 enum {
-#define X(i, name) OP_##name = i,
-  NEW_OPERATORS(X)
-#undef X
+  OP_NEW_PLAIN, OP_NEW_ARRAY, OP_NEW_PLAIN_NOTHROW, OP_NEW_ARRAY_NOTHROW,
+  OP_NEW_PLAIN_ALIGNED, OP_NEW_ARRAY_ALIGNED, OP_NEW_PLAIN_ALIGNED_NOTHROW, OP_NEW_ARRAY_ALIGNED_NOTHROW,
   OP_COUNT
 };
 
 static const char *const op_name[OP_COUNT] = {
-#define X(i, name) [i] = #name,
-  NEW_OPERATORS(X)
-#undef X
+  [OP_NEW_PLAIN] = STRING(NEW_PLAIN),
+  [OP_NEW_ARRAY] = STRING(NEW_ARRAY),
+  [OP_NEW_PLAIN_NOTHROW] = STRING(NEW_PLAIN_NOTHROW),
+  [OP_NEW_ARRAY_NOTHROW] = STRING(NEW_ARRAY_NOTHROW),
+  [OP_NEW_PLAIN_ALIGNED] = STRING(NEW_PLAIN_ALIGNED),
+  [OP_NEW_ARRAY_ALIGNED] = STRING(NEW_ARRAY_ALIGNED),
+  [OP_NEW_PLAIN_ALIGNED_NOTHROW] = STRING(NEW_PLAIN_ALIGNED_NOTHROW),
+  [OP_NEW_ARRAY_ALIGNED_NOTHROW] = STRING(NEW_ARRAY_ALIGNED_NOTHROW),
 };
 
 static void *runtime_op[OP_COUNT];   /* the C++ runtime's definitions, once found (atomic) */
@@ -75,9 +90,9 @@ static MPROF_NOINLINE MPROF_COLD void *new_failed(int op, size_t size, size_t al
     abort();
   }
   switch (op) {
-  case OP__Znwm: case OP__Znam: return ((plain_op_t *)fn)(size);
-  case OP__ZnwmRKSt9nothrow_t: case OP__ZnamRKSt9nothrow_t: return ((plain_nothrow_op_t *)fn)(size, tag);
-  case OP__ZnwmSt11align_val_t: case OP__ZnamSt11align_val_t: return ((aligned_op_t *)fn)(size, alignment);
+  case OP_NEW_PLAIN: case OP_NEW_ARRAY: return ((plain_op_t *)fn)(size);
+  case OP_NEW_PLAIN_NOTHROW: case OP_NEW_ARRAY_NOTHROW: return ((plain_nothrow_op_t *)fn)(size, tag);
+  case OP_NEW_PLAIN_ALIGNED: case OP_NEW_ARRAY_ALIGNED: return ((aligned_op_t *)fn)(size, alignment);
   default: return ((aligned_nothrow_op_t *)fn)(size, alignment, tag);
   }
 }
@@ -98,57 +113,57 @@ static inline void *new_aligned(int op, size_t size, size_t alignment, const voi
   return new_failed(op, size, alignment, tag);
 }
 
-MPROF_EXPORT void *_Znwm(size_t size);
-MPROF_EXPORT void *_Znam(size_t size);
-MPROF_EXPORT void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag);
-MPROF_EXPORT void *_ZnamRKSt9nothrow_t(size_t size, const void *tag);
-MPROF_EXPORT void *_ZnwmSt11align_val_t(size_t size, size_t alignment);
-MPROF_EXPORT void *_ZnamSt11align_val_t(size_t size, size_t alignment);
-MPROF_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t alignment, const void *tag);
-MPROF_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t alignment, const void *tag);
+MPROF_EXPORT void *NEW_PLAIN(size_t size);
+MPROF_EXPORT void *NEW_ARRAY(size_t size);
+MPROF_EXPORT void *NEW_PLAIN_NOTHROW(size_t size, const void *tag);
+MPROF_EXPORT void *NEW_ARRAY_NOTHROW(size_t size, const void *tag);
+MPROF_EXPORT void *NEW_PLAIN_ALIGNED(size_t size, size_t alignment);
+MPROF_EXPORT void *NEW_ARRAY_ALIGNED(size_t size, size_t alignment);
+MPROF_EXPORT void *NEW_PLAIN_ALIGNED_NOTHROW(size_t size, size_t alignment, const void *tag);
+MPROF_EXPORT void *NEW_ARRAY_ALIGNED_NOTHROW(size_t size, size_t alignment, const void *tag);
 MPROF_EXPORT void _ZdlPv(void *p);
 MPROF_EXPORT void _ZdaPv(void *p);
-MPROF_EXPORT void _ZdlPvm(void *p, size_t size);
-MPROF_EXPORT void _ZdaPvm(void *p, size_t size);
+MPROF_EXPORT void DELETE_PLAIN_SIZED(void *p, size_t size);
+MPROF_EXPORT void DELETE_ARRAY_SIZED(void *p, size_t size);
 MPROF_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t alignment);
 MPROF_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t alignment);
-MPROF_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t alignment);
-MPROF_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t alignment);
+MPROF_EXPORT void DELETE_PLAIN_SIZED_ALIGNED(void *p, size_t size, size_t alignment);
+MPROF_EXPORT void DELETE_ARRAY_SIZED_ALIGNED(void *p, size_t size, size_t alignment);
 
-void *_Znwm(size_t size) { return new_plain(OP__Znwm, size, NULL); }
-void *_Znam(size_t size) { return new_plain(OP__Znam, size, NULL); }
-void *_ZnwmRKSt9nothrow_t(size_t size, const void *tag) { return new_plain(OP__ZnwmRKSt9nothrow_t, size, tag); }
-void *_ZnamRKSt9nothrow_t(size_t size, const void *tag) { return new_plain(OP__ZnamRKSt9nothrow_t, size, tag); }
-void *_ZnwmSt11align_val_t(size_t size, size_t alignment)
+void *NEW_PLAIN(size_t size) { return new_plain(OP_NEW_PLAIN, size, NULL); }
+void *NEW_ARRAY(size_t size) { return new_plain(OP_NEW_ARRAY, size, NULL); }
+void *NEW_PLAIN_NOTHROW(size_t size, const void *tag) { return new_plain(OP_NEW_PLAIN_NOTHROW, size, tag); }
+void *NEW_ARRAY_NOTHROW(size_t size, const void *tag) { return new_plain(OP_NEW_ARRAY_NOTHROW, size, tag); }
+void *NEW_PLAIN_ALIGNED(size_t size, size_t alignment)
 {
-  return new_aligned(OP__ZnwmSt11align_val_t, size, alignment, NULL);
+  return new_aligned(OP_NEW_PLAIN_ALIGNED, size, alignment, NULL);
 }
-void *_ZnamSt11align_val_t(size_t size, size_t alignment)
+void *NEW_ARRAY_ALIGNED(size_t size, size_t alignment)
 {
-  return new_aligned(OP__ZnamSt11align_val_t, size, alignment, NULL);
+  return new_aligned(OP_NEW_ARRAY_ALIGNED, size, alignment, NULL);
 }
-void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t alignment, const void *tag)
+void *NEW_PLAIN_ALIGNED_NOTHROW(size_t size, size_t alignment, const void *tag)
 {
-  return new_aligned(OP__ZnwmSt11align_val_tRKSt9nothrow_t, size, alignment, tag);
+  return new_aligned(OP_NEW_PLAIN_ALIGNED_NOTHROW, size, alignment, tag);
 }
-void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t alignment, const void *tag)
+void *NEW_ARRAY_ALIGNED_NOTHROW(size_t size, size_t alignment, const void *tag)
 {
-  return new_aligned(OP__ZnamSt11align_val_tRKSt9nothrow_t, size, alignment, tag);
+  return new_aligned(OP_NEW_ARRAY_ALIGNED_NOTHROW, size, alignment, tag);
 }
 
 /* Every delete is free: mimalloc finds the size and alignment from the block itself. */
 void _ZdlPv(void *p) { free(p); }
 void _ZdaPv(void *p) { free(p); }
-void _ZdlPvm(void *p, size_t size) { (void)size; free(p); }
-void _ZdaPvm(void *p, size_t size) { (void)size; free(p); }
+void DELETE_PLAIN_SIZED(void *p, size_t size) { (void)size; free(p); }
+void DELETE_ARRAY_SIZED(void *p, size_t size) { (void)size; free(p); }
 void _ZdlPvSt11align_val_t(void *p, size_t alignment) { (void)alignment; free(p); }
 void _ZdaPvSt11align_val_t(void *p, size_t alignment) { (void)alignment; free(p); }
-void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t alignment)
+void DELETE_PLAIN_SIZED_ALIGNED(void *p, size_t size, size_t alignment)
 {
   (void)size, (void)alignment;
   free(p);
 }
-void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t alignment)
+void DELETE_ARRAY_SIZED_ALIGNED(void *p, size_t size, size_t alignment)
 {
   (void)size, (void)alignment;
   free(p);

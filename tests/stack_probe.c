@@ -25,6 +25,8 @@
  */
 #define _GNU_SOURCE 1   /* dladdr, Dl_info, RTLD_DEFAULT */
 
+#include "config.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -44,10 +46,17 @@
 #define PROBE_SEED 0x5eed5eedull
 #define NOINLINE __attribute__((noinline, noclone))
 
-/* C++ operators by their Itanium names (the library exports them), so a C program can call them. */
-void *_Znwm(size_t size);
-void *_Znam(size_t size);
-void *_ZnwmSt11align_val_t(size_t size, size_t alignment);
+/* C++ operators by their Itanium names (the library exports them), so a C program can call them; the
+ * names spell size_t's type, MPROF_SIZE_T_MANGLING (config.h): _Znwm where it is unsigned long, _Znwj
+ * where it is unsigned int. */
+#define SZNAME_(head, letter, tail) head##letter##tail
+#define SZNAME(head, letter, tail) SZNAME_(head, letter, tail)
+#define operator_new SZNAME(_Znw, MPROF_SIZE_T_MANGLING, )
+#define operator_new_array SZNAME(_Zna, MPROF_SIZE_T_MANGLING, )
+#define operator_new_aligned SZNAME(_Znw, MPROF_SIZE_T_MANGLING, St11align_val_t)
+void *operator_new(size_t size);
+void *operator_new_array(size_t size);
+void *operator_new_aligned(size_t size, size_t alignment);
 void _ZdlPv(void *p);
 void _ZdaPv(void *p);
 void _ZdlPvSt11align_val_t(void *p, size_t alignment);
@@ -256,9 +265,9 @@ NOINLINE void *probe_own_alloc(int kind)
   case 7: p = memalign(256, 512); break;
   case 8: p = valloc(100); break;
   case 9: p = reallocarray(NULL, 10, 30); break;
-  case 10: p = _Znwm(48); break;
-  case 11: p = _Znam(480); break;
-  case 12: p = _ZnwmSt11align_val_t(96, 64); break;
+  case 10: p = operator_new(48); break;
+  case 11: p = operator_new_array(480); break;
+  case 12: p = operator_new_aligned(96, 64); break;
   case 13: p = pvalloc(100); break;
   }
   probe_salt += (unsigned)kind + 10;
@@ -334,7 +343,7 @@ static inline __attribute__((always_inline)) void *deep_alloc(void)
     if (p == NULL) free(q);
     return p;
   }
-  if (deep_leaf == 2) return _ZnwmSt11align_val_t(100, 64);
+  if (deep_leaf == 2) return operator_new_aligned(100, 64);
   return malloc(100);
 }
 
