@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -218,4 +220,28 @@ unsigned probe_count_lines(const char *text)
   unsigned n = 0;
   for (; *text != '\0'; text++) n += *text == '\n';
   return n;
+}
+
+bool probe_rlimit_as_enforced(void)
+{
+  unsigned long pages = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f == NULL) return true;
+  int n = fscanf(f, "%lu", &pages);
+  fclose(f);
+  if (n != 1) return true;
+  rlim_t limit = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
+  pid_t pid = fork();
+  if (pid < 0) return true;
+  if (pid == 0) {
+    struct rlimit rl = {limit, limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(2);
+    void *p = mmap(NULL, (size_t)1 << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    _exit(p == MAP_FAILED ? 0 : 1);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return true;
+  }
+  return !(WIFEXITED(status) && WEXITSTATUS(status) == 1);
 }

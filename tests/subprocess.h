@@ -70,4 +70,8 @@ uint64_t probe_value(const probe_run_t *run, const char *key);
 /* The number of lines (newlines) in `text`. */
 unsigned probe_count_lines(const char *text);
 
+/* Whether this machine enforces RLIMIT_AS (ulimit -v): a child limits itself to what it uses plus 64 MiB
+ * and maps 1 GiB.  qemu-user does not enforce it (it would limit the emulator, not the program). */
+bool probe_rlimit_as_enforced(void);
+
 #endif

@@ -7,6 +7,15 @@
 #include "config.h"
 #include "cxx_helper.h"
 
+/* Skips the running test, saying why: check_prof.c reports it as "ok N - NAME # SKIP reason" in TAP.  For
+ * a premise the machine lacks (qemu-user enforces no RLIMIT_AS), never for a failure. */
+void mprof_test_skip(const char *fn, const char *reason);
+#define MPROF_TEST_SKIP(reason) \
+  do {                                 \
+    mprof_test_skip(__func__, reason); \
+    return;                            \
+  } while (0)
+
 Suite *alloc_suite(void);
 Suite *interpose_suite(void);
 Suite *cxx_suite(void);

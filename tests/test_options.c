@@ -18,6 +18,12 @@
 
 static const char warn_prefix[] = "mimalloc-prof: warning: ";
 
+/* The documented bounds that are sizes of address space, for this platform's (mimalloc_prof(3)). */
+#define ARENA_DEFAULT (sizeof(void *) == 8 ? (uint64_t)64 << 30 : (uint64_t)112 << 20)
+#define BUDGET_MAX    (sizeof(void *) == 8 ? (uint64_t)1 << 40 : (uint64_t)2 << 30)
+
+static const char no_rlimit_as[] = "RLIMIT_AS (ulimit -v) is not enforced here (qemu-user does not)";
+
 /* Runs the probe with `args` (NULL-terminated, after the program name) and the environment `vars`;
  * as_limit != 0 sets RLIMIT_AS in the child before exec. */
 static probe_run_t run_probe_limited(const char *const *vars, rlim_t as_limit, const char *const *args)
@@ -64,7 +70,7 @@ static const bad_case_t bad_cases[] = {
   {"MIMALLOC_PROF", "maybe", 0},
   {"MIMALLOC_PROF_SEED", "-1", 0},
   {"MIMALLOC_PROF_MAX_BYTES", "1", 1u << 20},                  /* clipped up to the minimum */
-  {"MIMALLOC_PROF_ARENA_SIZE", "lots", (uint64_t)64 << 30},
+  {"MIMALLOC_PROF_ARENA_SIZE", "lots", ARENA_DEFAULT},
   {"MIMALLOC_PROF_ACCUM", "2", 1},                             /* default 1 */
 };
 
@@ -107,7 +113,7 @@ START_TEST(options_bad_values)
   ck_assert_uint_eq(probe_value(&run, "start"), 1);
   ck_assert_uint_eq(probe_value(&run, "sample_rate"), MI_PROF_DEFAULT_SAMPLE_RATE);
   ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 1u << 20);    /* clipped up */
-  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), (uint64_t)64 << 30); /* the default */
+  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), ARENA_DEFAULT);  /* the default */
   ck_assert_ptr_nonnull(strstr(run.out, "allocations ok\n"));
   probe_run_free(&run);
 }
@@ -123,7 +129,7 @@ START_TEST(options_out_of_range_values)
     {{"MIMALLOC_PROF_SAMPLE_RATE", "0", MI_PROF_DEFAULT_SAMPLE_RATE}, "sample_rate"},
     {{"MIMALLOC_PROF_SAMPLE_RATE", "2t", MI_PROF_DEFAULT_SAMPLE_RATE}, "sample_rate"},
     {{"MIMALLOC_PROF_SAMPLE_RATE", "99999999999999999999", MI_PROF_DEFAULT_SAMPLE_RATE}, "sample_rate"},
-    {{"MIMALLOC_PROF_MAX_BYTES", "2t", (uint64_t)1 << 40}, "profiler_bytes_max"},
+    {{"MIMALLOC_PROF_MAX_BYTES", "2t", BUDGET_MAX}, "profiler_bytes_max"},
     {{"MIMALLOC_PROF_ARENA_SIZE", "1m", (uint64_t)4 << 20}, "arena_limit_bytes"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -164,7 +170,7 @@ START_TEST(options_good_values)
 
   /* Every option valid at once; MIMALLOC_PROF=1 starts sampling before main, at the option's rate. */
   const char *all[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=64k", "MIMALLOC_PROF_SEED=42",
-                       "MIMALLOC_PROF_MAX_BYTES=1m", "MIMALLOC_PROF_ACCUM=yes", "MIMALLOC_PROF_ARENA_SIZE=1g",
+                       "MIMALLOC_PROF_MAX_BYTES=1m", "MIMALLOC_PROF_ACCUM=yes", "MIMALLOC_PROF_ARENA_SIZE=64m",
                        NULL};
   probe_run_t run = run_probe(all, (const char *const[]){"stats", NULL});
   probe_assert_exit0(&run, NULL);
@@ -172,7 +178,7 @@ START_TEST(options_good_values)
   ck_assert_uint_eq(probe_value(&run, "enabled_at_main"), 1);
   ck_assert_uint_eq(probe_value(&run, "sample_rate"), 65536);
   ck_assert_uint_eq(probe_value(&run, "profiler_bytes_max"), 1u << 20);
-  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), 1u << 30);
+  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), 64u << 20);
   probe_run_free(&run);
 
   /* The boolean spellings. */
@@ -264,16 +270,22 @@ END_TEST
    Arena reservation
 --------------------------------------------------------------------------------------------------- */
 
-/* The arena reserves nothing: under an 8 GiB address-space limit the default 64 GiB window starts and
- * maps chunks only as sampled blocks need them.  1000 x 512 B at rate 4096: E[samples] =
- * 1000 (1 - e^-0.125) = 117.5, sigma 10.2, so zero samples is > 11 sigma away; at most 1000 x 512 B
- * = 500 KiB of them are live at once, which fits one 1 MiB chunk. */
+/* The arena reserves nothing: under an address-space limit of 8 GiB (1 GiB on 32-bit platforms) the
+ * default window (64 GiB; 112 MiB) starts and maps chunks only as sampled blocks need them.  1000 x 512 B
+ * at rate 4096: E[samples] = 1000 (1 - e^-0.125) = 117.5, sigma 10.2, so zero samples is > 11 sigma away;
+ * at most 1000 x 512 B = 500 KiB of them are live at once, which fits one 1 MiB chunk. */
 START_TEST(options_arena_under_rlimit)
 {
-  probe_run_t run = run_probe_limited(NULL, (rlim_t)8 << 30, (const char *const[]){"arena", "4096", NULL});
+  if (!probe_rlimit_as_enforced()) MPROF_TEST_SKIP(no_rlimit_as);
+#if UINTPTR_MAX > 0xffffffffu
+  rlim_t limit = (rlim_t)8 << 30;
+#else
+  rlim_t limit = (rlim_t)1 << 30;
+#endif
+  probe_run_t run = run_probe_limited(NULL, limit, (const char *const[]){"arena", "4096", NULL});
   probe_assert_exit0(&run, NULL);
   ck_assert_uint_eq(probe_value(&run, "start"), 1);
-  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), (uint64_t)64 << 30);
+  ck_assert_uint_eq(probe_value(&run, "arena_limit_bytes"), ARENA_DEFAULT);
   ck_assert_uint_le(probe_value(&run, "arena_bytes"), (uint64_t)1 << 20);
   ck_assert_uint_gt(probe_value(&run, "samples"), 0);
   ck_assert_str_eq(run.err, "");
@@ -302,6 +314,7 @@ static uint64_t fill_bytes(rlim_t limit, bool sampling)
 
 START_TEST(options_arena_keeps_headroom)
 {
+  if (!probe_rlimit_as_enforced()) MPROF_TEST_SKIP(no_rlimit_as);   /* the fill would never end */
   static const rlim_t limits_kib[] = {100000, 200000};
   for (size_t i = 0; i < 2; i++) {
     rlim_t limit = limits_kib[i] << 10;
