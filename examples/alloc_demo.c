@@ -49,13 +49,15 @@ int main(int argc, char **argv)
   size_t buckets = 4096;
   requested += buckets * sizeof(struct entry *);
   struct entry **table = calloc(buckets, sizeof *table);
-  unsigned long x = 88172645463325252ul, distinct = 0;
+  uint64_t x = 88172645463325252u;        /* xorshift64: the same words on every platform */
+  unsigned long distinct = 0;
   struct node *tree = NULL;
   for (long i = 0; i < n; i++) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     char word[24];
-    int len = snprintf(word, sizeof word, "w%lu", x % 50000);
-    size_t h = (x % 50000) % buckets;
+    unsigned long w = (unsigned long)(x % 50000);
+    int len = snprintf(word, sizeof word, "w%lu", w);
+    size_t h = w % buckets;
     struct entry *e = table[h];
     while (e != NULL && strcmp(e->word, word) != 0) e = e->next;
     if (e == NULL) {

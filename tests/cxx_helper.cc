@@ -10,6 +10,7 @@
 #include <mimalloc.h>
 
 #include "cxx_helper.h"
+#include "from_mimalloc.h"
 
 static int fail(char *why, unsigned long len, const char *msg)
 {
@@ -21,20 +22,20 @@ extern "C" int mprof_cxx_check(char *why, unsigned long why_len)
 {
   int *one = new int(7);
   int *many = new int[1000];
-  if (!mi_is_in_heap_region(one) || !mi_is_in_heap_region(many))
+  if (!mprof_test_from_mimalloc(one) || !mprof_test_from_mimalloc(many))
     return fail(why, why_len, "new did not return a mimalloc block");
   delete one;
   delete[] many;
 
   struct alignas(256) Wide { char c[300]; };
   Wide *w = new Wide;
-  if ((reinterpret_cast<std::uintptr_t>(w) & 255) != 0 || !mi_is_in_heap_region(w))
+  if ((reinterpret_cast<std::uintptr_t>(w) & 255) != 0 || !mprof_test_from_mimalloc(w))
     return fail(why, why_len, "aligned new: misaligned or not from mimalloc");
   delete w;
 
   std::vector<std::string> v;
   for (int i = 0; i < 10000; i++) v.push_back(std::string(40, char('a' + i % 26)));
-  if (!mi_is_in_heap_region(v.data())) return fail(why, why_len, "vector storage not from mimalloc");
+  if (!mprof_test_from_mimalloc(v.data())) return fail(why, why_len, "vector storage not from mimalloc");
   v.clear();
   v.shrink_to_fit();
 

@@ -2,6 +2,7 @@
 // failed operator new must still throw std::bad_alloc and run the new_handler, although libstdc++
 // was not loaded when libmimalloc-prof started.
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 static int handler_calls;
@@ -15,7 +16,8 @@ static void give_up()
 // Returns 2 when both failures behaved: bad_alloc caught, handler called once.
 extern "C" int cxx_plugin_run(void)
 {
-  std::size_t huge = std::size_t(1) << 47;
+  // Above PTRDIFF_MAX: larger than any object can be, on every platform (1 << 47 is 0 on 32-bit ones).
+  std::size_t huge = std::size_t(PTRDIFF_MAX) + 1;
   int ok = 0;
   try {
     char *p = new char[huge];

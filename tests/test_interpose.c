@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "from_mimalloc.h"
 #include "mimalloc-prof.h"
 #include "subprocess.h"
 #include "suites.h"
@@ -29,7 +30,7 @@ START_TEST(interpose_linked)
     ck_assert_msg(strstr(f, "libmimalloc-prof.so") != NULL, "%s comes from %s", names[i], f);
   }
   void *p = malloc(64);
-  ck_assert(mi_is_in_heap_region(p));
+  ck_assert(mprof_test_from_mimalloc(p));
   free(p);
   ck_assert_int_eq(mi_prof_version(), MI_PROF_VERSION);
 }
