@@ -1,0 +1,170 @@
+#!/bin/sh
+# cross-test.sh ARCH - cross-builds libmimalloc-prof for another Debian architecture (i386, arm64, ...)
+# and runs its test suite on that architecture, on a Debian 12 machine of any architecture:
+#   1. installs the cross toolchain (crossbuild-essential-ARCH), adds ARCH to dpkg's architectures and
+#      installs the ARCH build dependencies (libmimalloc-dev:ARCH, check:ARCH, ...);
+#   2. runs ARCH programs natively when the kernel can (i386 on an amd64 kernel: its 32-bit ABI), else
+#      under qemu-user registered with binfmt_misc (qemu-user-static, binfmt-support), so that programs
+#      the tests start run under it too;
+#   3. configures --host=ARCH's triplet in _build/cross-ARCH, builds, and runs `make check` there.
+# Last line: "cross-test ARCH: N passed, N failed, N skipped", then every skipped test with its reason.
+# Exit status 0 unless a test failed or the build broke.  When the ARCH packages cannot be installed
+# (typically a mirror caught mid-sync: versions differ across architectures) nothing is built: that is
+# reported loudly and counted as one skipped test, with exit status 0.
+# Environment: CROSS_TEST_KEEP=1 keeps _build/cross-ARCH's logs even after a pass (always kept after a
+#   failure); CK_RUN_SUITE / CK_RUN_CASE select part of the Check suite as usual.
+set -u
+arch=${1:-}
+[ -n "$arch" ] && [ $# -eq 1 ] || { echo "usage: scripts/cross-test.sh ARCH   (a Debian architecture: i386, arm64, ...)" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+top=$(pwd)
+start=$(date +%s)
+native=$(dpkg --print-architecture)
+build=$top/_build/cross-$arch
+
+say() { echo "cross-test $arch: $*"; }
+fail() {
+  say "FAILED ($1)"
+  exit 1
+}
+skip_all() {   # skip_all REASON...: nothing could be tested; loud, but not a failure
+  echo "cross-test $arch: ******************************************************************"
+  echo "cross-test $arch: SKIPPED: $*"
+  echo "cross-test $arch: ******************************************************************"
+  say "0 passed, 0 failed, 1 skipped"
+  exit 0
+}
+if [ "$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi
+apt_get() { DEBIAN_FRONTEND=noninteractive $sudo apt-get -y -q --no-remove -o DPkg::Lock::Timeout=900 -o Dpkg::Use-Pty=0 "$@"; }
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+host=$(dpkg-architecture -a"$arch" -qDEB_HOST_GNU_TYPE 2>/dev/null) \
+  || { echo "cross-test: '$arch' is not a Debian architecture (dpkg-architecture -L lists them)" >&2; exit 2; }
+[ "$arch" != "$native" ] || { echo "cross-test: $arch is this machine's own architecture: use scripts/test.sh" >&2; exit 2; }
+mkdir -p "$build" || fail "mkdir $build"
+apt_log=$build/apt.log
+apt_arch=
+: >"$apt_log"
+
+# --- 1. toolchain and ARCH packages ----------------------------------------------------------------
+# Libraries the build and the tests link with, for ARCH; libunwind only where Debian has it (the arch
+# list of libunwind-dev in debian/control).  libstdc++6 for the C++ tests' programs at run time.
+case " amd64 arm64 armel armhf i386 mips64el mipsel ppc64el riscv64 s390x " in
+  *" $arch "*) unwind=yes; unwind_pkg=libunwind-dev ;;
+  *) unwind=no; unwind_pkg= ;;
+esac
+foreign=
+for p in libmimalloc-dev check libsubunit-dev libprotobuf-c-dev zlib1g-dev libstdc++6 $unwind_pkg; do
+  foreign="$foreign $p:$arch"
+done
+tools="build-essential autoconf automake libtool pkgconf pkgconf:$arch protobuf-c-compiler crossbuild-essential-$arch"
+
+missing=
+for p in $tools $foreign; do installed "$p" || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+    say "dpkg --add-architecture $arch"
+    $sudo dpkg --add-architecture "$arch" || fail "dpkg --add-architecture $arch"
+  fi
+  say "apt-get update (log: ${apt_log#$top/})"
+  # An index that fails to download (a mirror mid-sync) is not fatal yet: the install below says whether
+  # the packages can still be had.  apt keeps none of a repository's new indexes when one of them fails,
+  # so a broken index of a third architecture would keep ARCH's out too: then update again for this
+  # machine's architecture and ARCH only.
+  if ! apt_get update >>"$apt_log" 2>&1; then
+    echo "cross-test $arch: WARNING: apt-get update failed for some indexes:"
+    grep -E '^E:' "$apt_log" | sort -u | sed 's/^/cross-test     /'
+    if [ -n "$(dpkg --print-foreign-architectures | grep -vx "$arch")" ]; then
+      apt_arch="-o APT::Architectures=$native,$arch"
+      say "apt-get update for $native and $arch only"
+      apt_get $apt_arch update >>"$apt_log" 2>&1 || echo "cross-test $arch: WARNING: still failing"
+    fi
+  fi
+  say "installing$missing"
+  # Multi-Arch: same packages must have the same version on every architecture.  When the indexes of the
+  # architectures disagree (one failed to download, or the mirror is mid-sync) apt gives up at the first
+  # mismatch: then try again, asking for a version that both architectures have (never older than the one
+  # installed) for each package apt named, a few rounds.
+  align=
+  round=0
+  until apt_get $apt_arch install --no-install-recommends $missing $align >"$build/apt-install.log" 2>&1; do
+    cat "$build/apt-install.log" >>"$apt_log"
+    round=$((round + 1))
+    before=$align
+    for n in $(grep -E '^ [^ ]+ : +Depends: ' "$build/apt-install.log" | sed 's/.*Depends: //' \
+               | grep -o -E "^[a-z0-9.+-]+:$arch" | sed "s/:$arch\$//" | sort -u); do
+      have=$(dpkg-query -W -f='${Version}' "$n:$native" 2>/dev/null)
+      for v in $(apt-cache $apt_arch madison "$n:$arch" | awk -F'|' '{ gsub(/ /, "", $2); print $2 }'); do
+        apt-cache $apt_arch madison "$n:$native" | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | grep -qxF "$v" || continue
+        [ -z "$have" ] || dpkg --compare-versions "$v" ge "$have" || continue
+        case " $align " in *" $n:$arch="*) ;; *)
+          [ -z "$have" ] || align="$align $n:$native=$v"
+          align="$align $n:$arch=$v" ;;
+        esac
+        break
+      done
+    done
+    if [ "$align" = "$before" ] || [ $round -ge 6 ]; then
+      echo "cross-test $arch: apt-get install failed:"
+      grep -E '^( [^ ]+ : |E: )' "$build/apt-install.log" | sed 's/^/cross-test     /' | tail -n 20
+      skip_all "the $arch packages could not be installed: versions differ across architectures (a" \
+               "mirror mid-sync, or an index that failed to download?); see ${apt_log#$top/}"
+    fi
+    say "retrying with versions both architectures have:$align"
+  done
+  cat "$build/apt-install.log" >>"$apt_log"
+fi
+
+# --- 2. running ARCH programs ----------------------------------------------------------------------
+cat >"$build/hello.c" <<'EOF'
+int main(void) { return 0; }
+EOF
+"$host-gcc" -o "$build/hello" "$build/hello.c" || fail "$host-gcc cannot link a program"
+case $arch in
+  arm64) qarch=aarch64 ;; armel | armhf) qarch=arm ;; ppc64el) qarch=ppc64le ;;
+  mips64el) qarch=mips64el ;; mipsel) qarch=mipsel ;; *) qarch=$arch ;;
+esac
+if "$build/hello" 2>/dev/null; then
+  runner="natively (the kernel runs $arch programs)"
+else
+  # qemu-user, registered with binfmt_misc (its F flag: the interpreter is opened now, so it works in any
+  # mount namespace or chroot); a test's child processes run under it too.
+  for p in qemu-user-static binfmt-support; do
+    installed "$p" || { apt_get install --no-install-recommends "$p" >>"$apt_log" 2>&1 || fail "apt-get install $p"; }
+  done
+  [ -e /proc/sys/fs/binfmt_misc/status ] || $sudo mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
+    || fail "cannot mount binfmt_misc (needed to run $arch programs under qemu-user)"
+  $sudo update-binfmts --enable "qemu-$qarch" >>"$apt_log" 2>&1 || true
+  "$build/hello" || fail "$arch programs do not run, even with qemu-$qarch registered in binfmt_misc"
+  runner="under $(qemu-"$qarch"-static --version | head -n 1) through binfmt_misc"
+fi
+say "$arch programs run $runner"
+
+# --- 3. build and test -----------------------------------------------------------------------------
+# Out-of-tree builds need a source tree that was not configured in place.
+[ ! -f config.status ] || make distclean >/dev/null 2>&1 || rm -f config.status
+[ -x configure ] && [ configure -nt configure.ac ] && [ Makefile.in -nt Makefile.am ] \
+  || autoreconf -fi >"$build/autoreconf.log" 2>&1 || { cat "$build/autoreconf.log"; fail "autoreconf"; }
+find "$build" -mindepth 1 -maxdepth 1 ! -name apt.log ! -name 'hello*' -exec rm -rf {} +
+say "configure --host=$host --with-libunwind=$unwind --enable-tests"
+(cd "$build" && "$top/configure" --host="$host" --with-libunwind="$unwind" --enable-tests >configure.log 2>&1) \
+  || { tail -n 30 "$build/configure.log"; fail "configure"; }
+make -C "$build" -j2 >"$build/build.log" 2>&1 || { tail -n 30 "$build/build.log"; fail "make"; }
+grep -E 'warning:' "$build/build.log" | sort -u | sed "s|^|cross-test $arch: build |"
+say "make check (log: ${build#$top/}/test-suite.log)"
+rc=0
+make -C "$build" -j2 check >"$build/check.out" 2>&1 || rc=$?
+if [ $rc -ne 0 ]; then
+  grep -E '^(FAIL|ERROR)' "$build/check.out"
+  tail -n 80 "$build/test-suite.log" 2>/dev/null
+fi
+counts=$(find "$build" -name '*.trs' -exec cat {} + 2>/dev/null | awk '
+  /^:test-result:/ { t[$2]++ }
+  END { printf "%d passed, %d failed, %d skipped\n", t["PASS"] + t["XFAIL"],
+                t["FAIL"] + t["ERROR"] + t["XPASS"], t["SKIP"] }')
+find "$build" -name '*.log' -path '*/tests/*' -exec grep -h -E '^ok [0-9]+ .*# SKIP' {} + \
+  | sed "s/^ok [0-9]* - /cross-test $arch: skipped: /"
+say "$runner, $(($(date +%s) - start)) s"
+failed=$(echo "$counts" | awk '{ print $3 }')
+[ "$rc" -eq 0 ] && [ "$failed" = 0 ] || { say "$counts"; exit 1; }
+say "$counts"
