@@ -6,9 +6,13 @@
 #   2. runs ARCH programs natively when the kernel can (i386 on an amd64 kernel: its 32-bit ABI), else
 #      under qemu-user registered with binfmt_misc (qemu-user-static, binfmt-support), so that programs
 #      the tests start run under it too;
-#   3. configures --host=ARCH's triplet in _build/cross-ARCH, builds, and runs `make check` there.
-# Last line: "cross-test ARCH: N passed, N failed, N skipped", then every skipped test with its reason.
-# Exit status 0 unless a test failed or the build broke.  When the ARCH packages cannot be installed
+#   3. configures --host=ARCH's triplet in _build/cross-ARCH, builds, and runs `make check` there;
+#   4. profiles a C++ program on ARCH with the cross-built `mimalloc-prof run` and reads it back with its
+#      `top` (debian/tests/profile-command): its operator new sites must be named;
+#   5. cross-builds the Debian packages, `scripts/deb.sh -a ARCH` (dpkg-buildpackage -a ARCH, lintian),
+#      into _build/cross-ARCH/deb.  Steps 4 and 5 count as one test each.
+# Every skipped test is printed with its reason; the last line is
+# "cross-test ARCH: N passed, N failed, N skipped".  Exit status 0 unless a test failed or the build broke.  When the ARCH packages cannot be installed
 # (typically a mirror caught mid-sync: versions differ across architectures) nothing is built: that is
 # reported loudly and counted as one skipped test, with exit status 0.
 # Environment: CROSS_TEST_KEEP=1 keeps _build/cross-ARCH's logs even after a pass (always kept after a
@@ -124,7 +128,10 @@ case $arch in
   arm64) qarch=aarch64 ;; armel | armhf) qarch=arm ;; ppc64el) qarch=ppc64le ;;
   mips64el) qarch=mips64el ;; mipsel) qarch=mipsel ;; *) qarch=$arch ;;
 esac
-if "$build/hello" 2>/dev/null; then
+binfmt=/proc/sys/fs/binfmt_misc/qemu-$qarch
+if [ -f "$binfmt" ] && grep -qx enabled "$binfmt" && "$build/hello"; then
+  runner="under $(qemu-"$qarch"-static --version | head -n 1) through binfmt_misc"
+elif "$build/hello" 2>/dev/null; then
   runner="natively (the kernel runs $arch programs)"
 else
   # qemu-user, registered with binfmt_misc (its F flag: the interpreter is opened now, so it works in any
@@ -157,6 +164,30 @@ make -C "$build" -j2 check >"$build/check.out" 2>&1 || rc=$?
 if [ $rc -ne 0 ]; then
   grep -E '^(FAIL|ERROR)' "$build/check.out"
   tail -n 80 "$build/test-suite.log" 2>/dev/null
+fi
+# The C++ profile, reported like one more TAP test.
+say "profiling a C++ program with the $arch mimalloc-prof (log: ${build#$top/}/profile-command.log)"
+mkdir -p "$build/profile"
+if (cd "$build/profile" && AUTOPKGTEST_TMP=$build/profile DEB_HOST_GNU_TYPE=$host \
+      sh "$top/debian/tests/profile-command" "$build/tools/mimalloc-prof") >"$build/profile-command.log" 2>&1; then
+  printf ':test-result: PASS\n' >"$build/profile-command.trs"
+  grep -E '^ +[0-9]+ ' "$build/profile-command.log" | sed "s/^/cross-test $arch: top: /"
+else
+  printf ':test-result: FAIL\n' >"$build/profile-command.trs"
+  cat "$build/profile-command.log"
+  rc=1
+fi
+# The Debian packages, cross-built.
+say "scripts/deb.sh -a $arch (log: ${build#$top/}/deb.log)"
+# nocheck: the suite just ran (debhelper would run it again wherever ARCH programs can run).
+if DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}" sh "$top/scripts/deb.sh" -a "$arch" -o "$build/deb" \
+     >"$build/deb.log" 2>&1; then
+  printf ':test-result: PASS\n' >"$build/deb.trs"
+  grep -E '^deb: +[^ ]+\.deb$' "$build/deb.log" | sed "s/^deb: */cross-test $arch: built /"
+else
+  printf ':test-result: FAIL\n' >"$build/deb.trs"
+  tail -n 30 "$build/deb.log"
+  rc=1
 fi
 counts=$(find "$build" -name '*.trs' -exec cat {} + 2>/dev/null | awk '
   /^:test-result:/ { t[$2]++ }
