@@ -39,7 +39,8 @@ extern "C" int mprof_cxx_check(char *why, unsigned long why_len)
   v.clear();
   v.shrink_to_fit();
 
-  std::size_t huge = std::numeric_limits<std::size_t>::max() / 2;
+  // Above PTRDIFF_MAX: larger than any object can be (SIZE_MAX / 2 alone fits in a 32-bit process).
+  std::size_t huge = std::numeric_limits<std::size_t>::max() / 2 + 1;
   void *q = ::operator new(huge, std::nothrow);
   if (q != nullptr) return fail(why, why_len, "nothrow new of a huge size did not return nullptr");
   bool threw = false;
