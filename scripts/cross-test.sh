@@ -58,7 +58,10 @@ case " amd64 arm64 armel armhf i386 mips64el mipsel ppc64el riscv64 s390x " in
   *) unwind=no; unwind_pkg= ;;
 esac
 foreign=
-for p in libmimalloc-dev check libsubunit-dev libprotobuf-c-dev zlib1g-dev libstdc++6 $unwind_pkg; do
+# libc6-dbg: valgrind (amd64) runs i386 programs too, given the symbols of their glibc's loader.
+dbg=
+case $native:$arch in amd64:i386) dbg=libc6-dbg ;; esac
+for p in libmimalloc-dev check libsubunit-dev libprotobuf-c-dev zlib1g-dev libstdc++6 $unwind_pkg $dbg; do
   foreign="$foreign $p:$arch"
 done
 tools="build-essential autoconf automake libtool pkgconf pkgconf:$arch protobuf-c-compiler crossbuild-essential-$arch"
