@@ -46,17 +46,7 @@
 #define PROBE_SEED 0x5eed5eedull
 #define NOINLINE __attribute__((noinline, noclone))
 
-/* C++ operators by their Itanium names (the library exports them), so a C program can call them; the
- * names spell size_t's type, MPROF_SIZE_T_MANGLING (config.h): _Znwm where it is unsigned long, _Znwj
- * where it is unsigned int. */
-#define SZNAME_(head, letter, tail) head##letter##tail
-#define SZNAME(head, letter, tail) SZNAME_(head, letter, tail)
-#define operator_new SZNAME(_Znw, MPROF_SIZE_T_MANGLING, )
-#define operator_new_array SZNAME(_Zna, MPROF_SIZE_T_MANGLING, )
-#define operator_new_aligned SZNAME(_Znw, MPROF_SIZE_T_MANGLING, St11align_val_t)
-void *operator_new(size_t size);
-void *operator_new_array(size_t size);
-void *operator_new_aligned(size_t size, size_t alignment);
+#include "cxx_names.h"        /* operator_new...: the library's C++ operators, callable from C */
 void _ZdlPv(void *p);
 void _ZdaPv(void *p);
 void _ZdlPvSt11align_val_t(void *p, size_t alignment);
