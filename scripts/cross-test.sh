@@ -165,6 +165,10 @@ say "make check (log: ${build#$top/}/test-suite.log)"
 rc=0
 make -C "$build" -j2 check >"$build/check.out" 2>&1 || rc=$?
 [ $rc -eq 0 ] || grep -E '^(FAIL|ERROR)' "$build/check.out" | sed "s/^/cross-test $arch: /"
+if [ ! -f "$build/tests/check_prof.trs" ]; then   # the suite did not even build: one failure
+  grep -E 'error' "$build/check.out" | head -n 20 | sed "s/^/cross-test $arch: /"
+  printf ':test-result: ERROR\n' >"$build/check-build.trs"
+fi
 # The C++ profile, reported like one more TAP test.
 say "profiling a C++ program with the $arch mimalloc-prof (log: ${build#$top/}/profile-command.log)"
 mkdir -p "$build/profile"
