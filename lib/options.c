@@ -13,7 +13,9 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { OPT_BOOL, OPT_UINT, OPT_BYTES, OPT_UNWINDER, OPT_STRING, OPT_SIGNAL, OPT_SIGNALS } opt_kind_t;
+typedef enum {
+  OPT_BOOL, OPT_UINT, OPT_BYTES, OPT_UNWINDER, OPT_STRING, OPT_SIGNAL, OPT_SIGNALS, OPT_CONTROL
+} opt_kind_t;
 typedef enum { MPROF_REJECT, MPROF_CLIP } opt_range_t;
 
 typedef struct opt_desc_s {
@@ -141,6 +143,16 @@ static bool parse_signals(const char *s, uint64_t *out)
   return *out = mask, true;
 }
 
+/* MIMALLOC_PROF_CONTROL: a boolean (1: the default directory), or the absolute path of a directory, kept as
+ * a pointer to the text (a pointer is never 0 or 1). */
+static bool parse_control(const char *s, uint64_t *out)
+{
+  if (parse_bool(s, out)) return true;
+  if (s[0] != '/') return false;
+  *out = (uint64_t)(uintptr_t)s;
+  return true;
+}
+
 static const char *kind_word(opt_kind_t kind)
 {
   switch (kind) {
@@ -150,6 +162,7 @@ static const char *kind_word(opt_kind_t kind)
   case OPT_BOOL: return "not a boolean (0/1, yes/no, true/false, on/off)";
   case OPT_BYTES: return "not a byte count";
   case OPT_UNWINDER: return "not an unwinder (fp, libunwind, libgcc or auto)";
+  case OPT_CONTROL: return "neither a boolean nor an absolute directory path";
   default: return "not a number";
   }
 }
@@ -161,6 +174,7 @@ static bool parse_value(const opt_desc_t *d, const char *s, uint64_t *v)
   case OPT_UNWINDER: return parse_unwinder(s, v);
   case OPT_SIGNAL: return parse_signal(s, v);
   case OPT_SIGNALS: return parse_signals(s, v);
+  case OPT_CONTROL: return parse_control(s, v);
   case OPT_STRING: return *v = (uint64_t)(uintptr_t)s, s[0] != '\0';
   default: return parse_uint(s, d->kind == OPT_BYTES, v);
   }
@@ -174,13 +188,14 @@ static const char *default_text(const opt_desc_t *d, char *buf, size_t len)
   case OPT_UNWINDER: return "auto";
   case OPT_SIGNAL:
   case OPT_SIGNALS: return "none";
+  case OPT_CONTROL: return "0";
   default: snprintf(buf, len, "%llu", (unsigned long long)d->dflt); return buf;
   }
 }
 
 static bool in_range(const opt_desc_t *d, uint64_t v)
 {
-  return d->kind == OPT_STRING || (v >= d->min && v <= d->max);
+  return d->kind == OPT_STRING || d->kind == OPT_CONTROL || (v >= d->min && v <= d->max);
 }
 
 static void read_option(mprof_option_t id)
