@@ -41,15 +41,19 @@ static void api_leave(size_t countdown)
   mprof_guard_leave(countdown);
 }
 
-static bool start(size_t sample_rate, uint64_t seed)
+/* prime: load the unwinder first (the API's callers; the control socket's thread must not allocate, and
+ * its unwinder was primed at load). */
+static bool start(size_t sample_rate, uint64_t seed, bool prime)
 {
-  if (in_callback()) return fail(EDEADLK);
   if (mprof_frozen) return fail(ENOTRECOVERABLE);   /* a fork child whose tables may be half-done */
   uint64_t rate = sample_rate != 0 ? sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE);
   if (rate < 1 || rate > ((uint64_t)1 << 40)) return fail(EINVAL);
-  size_t countdown = mprof_guard_enter();        /* what loading the unwinder allocates is not sampled */
-  mprof_unwind_prime();                          /* may take the loader locks: before api_lock */
-  mprof_guard_leave(countdown);
+  size_t countdown;
+  if (prime) {
+    countdown = mprof_guard_enter();             /* what loading the unwinder allocates is not sampled */
+    mprof_unwind_prime();                        /* may take the loader locks: before api_lock */
+    mprof_guard_leave(countdown);
+  }
   countdown = api_enter();
   if (running) {
     api_leave(countdown);
@@ -72,13 +76,18 @@ static bool start(size_t sample_rate, uint64_t seed)
   return true;
 }
 
-bool mi_prof_start(size_t sample_rate) { return start(sample_rate, mprof_option(MPROF_OPT_SEED)); }
-
-bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed) { return start(sample_rate, seed); }
-
-bool mi_prof_stop(void)
+bool mi_prof_start(size_t sample_rate)
 {
-  if (in_callback()) return fail(EDEADLK);
+  return in_callback() ? fail(EDEADLK) : start(sample_rate, mprof_option(MPROF_OPT_SEED), true);
+}
+
+bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed)
+{
+  return in_callback() ? fail(EDEADLK) : start(sample_rate, seed, true);
+}
+
+static bool stop(void)
+{
   size_t countdown = api_enter();
   if (!running) {
     api_leave(countdown);
@@ -92,15 +101,16 @@ bool mi_prof_stop(void)
   return true;
 }
 
+bool mi_prof_stop(void) { return in_callback() ? fail(EDEADLK) : stop(); }
+
 bool mi_prof_is_enabled(void) { return (__atomic_load_n(&mprof_session.word, __ATOMIC_ACQUIRE) & 1) != 0; }
 
 bool mi_prof_available(void) { return true; }
 
 int mi_prof_version(void) { return MI_PROF_VERSION; }
 
-bool mi_prof_reset(void)
+static bool reset(void)
 {
-  if (in_callback()) return fail(EDEADLK);
   size_t countdown = api_enter();
   bool ok = running;
   if (ok) {
@@ -112,6 +122,17 @@ bool mi_prof_reset(void)
   api_leave(countdown);
   return ok ? true : fail(EALREADY);
 }
+
+bool mi_prof_reset(void) { return in_callback() ? fail(EDEADLK) : reset(); }
+
+/* The control socket's start, stop and reset (control.c), on the profiler thread.  That thread's guard is
+ * always up, yet it is no observer callback; and it must never allocate, so start loads nothing: the
+ * unwinder was primed at load when the socket was enabled (profiler.c). */
+bool mprof_api_control_start(size_t sample_rate) { return start(sample_rate, mprof_option(MPROF_OPT_SEED), false); }
+
+bool mprof_api_control_stop(void) { return stop(); }
+
+bool mprof_api_control_reset(void) { return reset(); }
 
 static uint64_t fx_to_objects(uint64_t fx) { return (fx + MPROF_FX_ONE / 2) / MPROF_FX_ONE; }
 
