@@ -76,6 +76,9 @@ extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
  *   2. sheap.c   sheap_lock      every allocation and free in the sampled-block heap
  *   3. record.c  shard[i].lock   one shard of the record table, in index order when taking several
  *   4. stacktab.c shard[i].lock  one shard of the stack table, in index order when taking several
+ * The profiler thread serving the control socket (control.c) holds none of these while it waits for a client
+ * or talks to one: it takes dump_lock (through mi_prof_dump_fd) to write a profile into memory, and sends it
+ * afterwards; start, stop, reset and stats take api_lock as the API does.
  * fork: glibc runs the atfork prepare handlers (api.c: 1..4 in order, after waiting for unwinders) before
  * it takes its own fork locks (stdio's list, malloc's); nothing of the profiler uses stdio streams.
  * Profiler memory (pmem.c) and the counters of dropped samples are lock-free atomics. */
@@ -447,10 +450,39 @@ bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects
 void mprof_dump_init(void);
 void mprof_dump_session_begin(uint64_t rate);
 void mprof_dump_session_reset(void);
-void mprof_dump_auto(char kind);               /* an automatic dump of kind i, u or s (the profiler thread) */
+void mprof_dump_auto(char kind);               /* an automatic dump of kind i, u, s or p (the profiler thread) */
 void mprof_dump_final(void);                   /* the final profile and leak report, once per process */
 bool mprof_dump_leak_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs);
 void mprof_dump_postfork_child(void);
+
+/* "api.c": the control socket's start, stop and reset (the profiler thread: no priming, no callback check) */
+bool mprof_api_control_start(size_t sample_rate);
+bool mprof_api_control_stop(void);
+bool mprof_api_control_reset(void);
+
+/* "retain.c": MIMALLOC_PROF_KEEP, the newest automatic profiles of a kind (dump_lock held) */
+void mprof_retain(char kind);
+
+/* "ctldir.c": where control sockets are (shared with the mimalloc-prof command, which compiles it in).
+ * dir: MIMALLOC_PROF_CONTROL's directory, NULL for the default ($XDG_RUNTIME_DIR/mimalloc-prof, else
+ * /tmp/mimalloc-prof-UID); the socket is DIR/PID.sock, at most MPROF_CONTROL_PATH_MAX - 1 bytes (false:
+ * too long). */
+#define MPROF_CONTROL_PATH_MAX 108            /* sockaddr_un's sun_path, its NUL included */
+bool mprof_control_dir(const char *dir, const char *xdg_runtime_dir, unsigned uid, char *out, size_t len);
+bool mprof_control_socket(const char *dir, int pid, char *out, size_t len);
+
+/* "control.c": the control socket (MIMALLOC_PROF_CONTROL), served by the profiler thread.  The protocol
+ * (mimalloc_prof(3), CONTROL SOCKET): a request is a 4-byte big-endian length and that many bytes of text;
+ * a reply is a 4-byte big-endian length and that many bytes: a status line ("ok", or "error ENAME:
+ * message"), then the body. */
+#define MPROF_CONTROL_MAX_REQUEST  64         /* bytes of a request's text */
+#define MPROF_CONTROL_IO_TIMEOUT_S 5          /* to send a whole request; to take each part of a reply */
+#define MPROF_CONTROL_PROTOCOL     1          /* the "protocol" line of a stats reply */
+bool mprof_control_init(void);                 /* at load: the socket; true when the thread must serve it */
+bool mprof_control_active(void);
+void mprof_control_wake(void);                 /* wakes the thread's wait; async-signal-safe */
+void mprof_control_wait(uint64_t until_ns);    /* one round: waits (CLOCK_MONOTONIC deadline), serves */
+void mprof_control_shutdown(void);              /* nobody serves it (a fork child); async-signal-safe */
 
 /* "profiler.c": the profiler thread and the triggers that wake it */
 bool mprof_profiler_init(void);                /* at load: starts the thread if a trigger needs it */

@@ -7,17 +7,24 @@
  * malloc holding the application's locks, or in a signal handler.  A trigger counts a request of its kind
  * and posts a semaphore (an atomic add and sem_post(3): async-signal-safe), and the profiler thread
  * writes (dump.c).  No file descriptor is involved: a program that closes every descriptor and reuses
- * the numbers (daemons do) cannot cross wires with the profiler.
+ * the numbers (daemons do) cannot cross wires with the profiler.  With the control socket on, a trigger
+ * also wakes the thread through the socket's wake pair, after checking that its descriptor is still ours
+ * (control.c).
  *
- * The thread exists only when one of these triggers is configured: it is created at load, with every
- * signal blocked, never exits, runs with the reentrancy guard up (nothing it does is sampled) and never
- * calls malloc (its dumps use profiler memory only; tests/nomalloc_shim.c proves it).  A program without
- * these triggers stays single-threaded.  Its loop is general: a request kind is a counter and a function,
- * served in kind order, so interval and peak dumps requested before a signal are written before the
- * signal's.  (Periodic dumps would add a deadline to the wait, a control socket another kind.)
+ * PERIOD (a profile every N seconds) is a deadline on CLOCK_MONOTONIC, and CONTROL (control.c) adds the
+ * socket: the thread waits in sem_clockwait(3) until the next deadline, or, with the socket on, in
+ * poll(2) on the socket's descriptors until the earlier of that deadline and the connections' own.
  *
- * A fork child has no profiler thread: its interval and peak triggers are off, and the signals whose
- * handler is still ours get their earlier disposition back.
+ * The thread exists only when one of these is configured: it is created at load, with every signal
+ * blocked, never exits, runs with the reentrancy guard up (nothing it does is sampled) and never calls
+ * malloc (its dumps use profiler memory only; tests/nomalloc_shim.c proves it).  So the control socket's
+ * start cannot load the unwinder there (dlopen allocates): with the socket on, the unwinder is primed at
+ * load instead.  A program without these options stays single-threaded.  Its loop is general: a request
+ * kind is a counter and a function, served in kind order, so interval and peak dumps requested before a
+ * signal are written before the signal's.
+ *
+ * A fork child has no profiler thread: its interval and peak triggers are off, it has no periodic profiles
+ * and no control socket, and the signals whose handler is still ours get their earlier disposition back.
  */
 #include "internal.h"
 
@@ -26,6 +33,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { REQ_INTERVAL, REQ_PEAK, REQ_SIGNAL, REQ_FINAL, REQ_KINDS };
@@ -33,6 +41,7 @@ enum { REQ_INTERVAL, REQ_PEAK, REQ_SIGNAL, REQ_FINAL, REQ_KINDS };
 static sem_t requests;                       /* posted once per request */
 static unsigned pending[REQ_KINDS];          /* requests not served yet (atomic) */
 static bool running;                         /* the thread exists (false in a fork child) */
+static uint64_t period_ns;                   /* MIMALLOC_PROF_PERIOD, 0 = off */
 
 /* Interval and peak state (relaxed atomics; triggers are approximate by nature). */
 static uint64_t interval_bytes;              /* MIMALLOC_PROF_INTERVAL, 0 = off */
@@ -49,12 +58,14 @@ static uint64_t final_signals;               /* bit sig - 1: our final handler w
 static struct sigaction old_action[65];      /* by signal number, written before our handler goes in */
 static uint64_t final_reraise;               /* bit sig - 1: re-raise sig after the final dump (atomic) */
 
-/* Async-signal-safe: an atomic increment and sem_post(3). */
+/* Async-signal-safe: an atomic increment, sem_post(3), and with the control socket on its wake (fstat,
+ * send). */
 static void request(int kind)
 {
   int saved = errno;
   __atomic_add_fetch(&pending[kind], 1, __ATOMIC_RELEASE);
   sem_post(&requests);
+  mprof_control_wake();
   errno = saved;
 }
 
@@ -183,15 +194,49 @@ static void serve(int kind)
   }
 }
 
+static uint64_t mono_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Until a request is posted or CLOCK_MONOTONIC reaches `until` (UINT64_MAX: no deadline). */
+static void wait_requests(uint64_t until)
+{
+  if (until == UINT64_MAX) {
+    while (sem_wait(&requests) != 0 && errno == EINTR) {
+    }
+    return;
+  }
+  struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u), .tv_nsec = (long)(until % 1000000000u)};
+  while (sem_clockwait(&requests, CLOCK_MONOTONIC, &ts) != 0 && errno == EINTR) {
+  }
+}
+
 static void *profiler_main(void *arg)
 {
   (void)arg;
   mprof_tls.guard = 1;                       /* nothing this thread does is ever sampled */
   prctl(PR_SET_NAME, "mimalloc-prof", 0, 0, 0);
+  uint64_t next_period = period_ns != 0 ? mono_ns() + period_ns : UINT64_MAX;
   for (;;) {
-    while (sem_wait(&requests) != 0) {
+    if (mprof_control_active()) {
+      mprof_control_wait(next_period);       /* woken by requests through the wake pair */
+      while (sem_trywait(&requests) == 0) {
+      }
+    } else {
+      wait_requests(next_period);
     }
     for (int k; (k = take_request()) >= 0;) serve(k);
+    uint64_t now = mono_ns();
+    if (now >= next_period) {
+      if (mi_prof_is_enabled()) mprof_dump_auto('p');
+      next_period += period_ns;
+      now = mono_ns();
+      if (next_period <= now) next_period = now + period_ns;   /* fell behind (a long dump, a stopped
+                                                                * process): the missed ones are skipped */
+    }
   }
   return NULL;
 }
@@ -227,8 +272,16 @@ bool mprof_profiler_init(void)
                "per signal", dump_signal);
     finals &= ~((uint64_t)1 << (dump_signal - 1));
   }
-  if (interval_bytes == 0 && !gdump && dump_signal == 0 && finals == 0) return false;
+  period_ns = mprof_option(MPROF_OPT_PERIOD) * 1000000000u;
+  bool control = mprof_control_init();
+  if (control) {                               /* the socket's start must not load it on the thread */
+    size_t countdown = mprof_guard_enter();
+    mprof_unwind_prime();
+    mprof_guard_leave(countdown);
+  }
+  if (interval_bytes == 0 && !gdump && dump_signal == 0 && finals == 0 && period_ns == 0 && !control) return false;
   if (sem_init(&requests, 0, 0) != 0 || !start_thread()) {
+    if (control) mprof_control_shutdown();   /* nobody serves it: closed (the file goes at exit) */
     interval_bytes = 0;
     gdump = false;
     return false;
@@ -290,6 +343,8 @@ void mprof_profiler_postfork_child(void)
   running = false;
   interval_bytes = 0;
   gdump = false;
+  period_ns = 0;
+  mprof_control_shutdown();
   if (dump_signal != 0) uncatch(dump_signal);
   for (int sig = 1; sig <= 64; sig++)
     if (final_signals & ((uint64_t)1 << (sig - 1))) uncatch(sig);
