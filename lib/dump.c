@@ -2,8 +2,9 @@
  * leak report.
  *
  * Files are <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.<kind>.pb.gz with kind m (mi_prof_dump), f (final: at exit,
- * or on a MIMALLOC_PROF_FINAL_SIGNALS signal), i (interval), u (new peak), s (MIMALLOC_PROF_SIGNAL).  The
- * triggers and the thread that writes i, u, s and the signals' f profiles are profiler.c's.
+ * or on a MIMALLOC_PROF_FINAL_SIGNALS signal), i (interval), u (new peak), s (MIMALLOC_PROF_SIGNAL), p
+ * (periodic, MIMALLOC_PROF_PERIOD).  The triggers and the thread that writes i, u, s, p and the signals' f
+ * profiles are profiler.c's; MIMALLOC_PROF_KEEP's retention of p, i and u files is retain.c's.
  *
  * A dump runs in two steps.  First, holding no profiler lock, it copies the loaded objects (objects.c):
  * that takes the dynamic loader's locks, which rank before every profiler lock (internal.h), because a
@@ -33,6 +34,7 @@ static bool exiting;                        /* exit began: no more i, u, s dumps
 static bool final_done;                     /* the final profile and leak report are written (dump_lock) */
 static uint64_t dump_seq;                   /* files named so far (atomic) */
 static uint64_t session_start_mono;         /* CLOCK_MONOTONIC at the session's start or reset (atomic) */
+static uint64_t periodic_mono;              /* CLOCK_MONOTONIC of the last periodic profile's data (dump_lock) */
 static int write_failure_said, leak_failure_said;
 
 static uint64_t clock_ns(clockid_t clock)
@@ -52,8 +54,9 @@ static const char *failure_option(int err)
    Writing a profile
 --------------------------------------------------------------------------------------------------- */
 
-/* Snapshot and write (dump_lock held). */
-static bool write_locked(int fd, const mprof_objects_t *objs)
+/* Snapshot and write (dump_lock held).  duration_nanos is the time since the session's start or reset; for a
+ * periodic profile (kind p), since the previous periodic profile if that came later. */
+static bool write_locked(int fd, const mprof_objects_t *objs, char kind)
 {
   mprof_snapshot_t snap;
   if (!mprof_snapshot_take(&snap, mprof_option(MPROF_OPT_ACCUM) != 0)) return false;
@@ -61,6 +64,10 @@ static bool write_locked(int fd, const mprof_objects_t *objs)
   mi_prof_stats_t st;
   mi_prof_stats(&st, sizeof st);
   uint64_t start = __atomic_load_n(&session_start_mono, __ATOMIC_RELAXED);
+  if (kind == 'p') {
+    if (periodic_mono > start) start = periodic_mono;
+    periodic_mono = mono;
+  }
   mprof_pprof_meta_t meta = {
     .sample_rate = st.sample_rate != 0 ? st.sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE),
     .time_ns = now,
@@ -77,7 +84,7 @@ static bool write_locked(int fd, const mprof_objects_t *objs)
 
 /* Writes a profile to path (dump_lock held).  A file this call created is removed again if the dump
  * fails; an existing path (a symbolic link, a device, a file the caller prepared) is never removed. */
-static bool write_path_locked(const char *path, const mprof_objects_t *objs)
+static bool write_path_locked(const char *path, const mprof_objects_t *objs, char kind)
 {
   bool created = true;
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -86,7 +93,7 @@ static bool write_path_locked(const char *path, const mprof_objects_t *objs)
     fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
   }
   if (fd < 0) return false;
-  bool ok = write_locked(fd, objs);
+  bool ok = write_locked(fd, objs, kind);
   int err = errno;
   if (close(fd) != 0 && ok) {
     ok = false;
@@ -106,7 +113,7 @@ static bool dump_api(const char *path, int fd)
   bool ok = mprof_objects_take(&objs);
   if (ok) {
     pthread_mutex_lock(&dump_lock);
-    ok = path != NULL ? write_path_locked(path, &objs) : write_locked(fd, &objs);
+    ok = path != NULL ? write_path_locked(path, &objs, 'm') : write_locked(fd, &objs, 'm');
     pthread_mutex_unlock(&dump_lock);
     int err = errno;
     mprof_objects_release(&objs);
@@ -165,10 +172,11 @@ static void auto_locked(char kind, const mprof_objects_t *objs)
     errno = ENAMETOOLONG;
   } else {
     snprintf(tmp, sizeof tmp, "%s.tmp", name);
-    if (write_path_locked(tmp, objs)) {
+    if (write_path_locked(tmp, objs, kind)) {
       ok = rename(tmp, name) == 0;
       int err = errno;
       if (!ok) unlink(tmp);
+      else if (kind == 'p' || kind == 'i' || kind == 'u') mprof_retain(kind);
       errno = err;
     }
   }
@@ -178,6 +186,7 @@ static void auto_locked(char kind, const mprof_objects_t *objs)
                strerrorname_np(err), failure_option(err));
 }
 
+/* kind i, u, s or p: on the profiler thread. */
 void mprof_dump_auto(char kind)
 {
   mprof_objects_t objs;
