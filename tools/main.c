@@ -1,6 +1,6 @@
 /* main.c - the mimalloc-prof command: one subcommand per file (run.c, symbolize.c, top.c, tree.c,
- * diff.c, merge.c, flame.c, folded.c) over a shared profile reader and writer (profile.c, pbuild.c) and
- * report model (view.c).  See mimalloc-prof(1).
+ * diff.c, merge.c, flame.c, folded.c, ctl.c, ps.c) over a shared profile reader and writer
+ * (profile.c, pbuild.c), report model (view.c) and control-socket client (client.c).  See mimalloc-prof(1).
  */
 #include "tool.h"
 
@@ -20,6 +20,8 @@ static const struct {
   {"merge", cmd_merge, "one profile of several (the processes of one program)"},
   {"flame", cmd_flame, "an interactive flame graph (SVG)"},
   {"folded", cmd_folded, "folded stacks (\"a;b;c VALUE\") for other flame-graph tools"},
+  {"ctl", cmd_ctl, "start, stop, reset, stats or dump a running process (its control socket)"},
+  {"ps", cmd_ps, "the processes that offer a control socket"},
 };
 
 static int usage(FILE *f, int status)

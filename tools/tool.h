@@ -1,7 +1,7 @@
 /* tool.h - what the files of the mimalloc-prof command share: messages and option parsing (cli.c),
  * reading and writing profiles (profile.c), building new profiles (pbuild.c), the report model of
  * top/tree/diff/flame/folded (view.c), symbolization (symbolize.c, dwarf.c), demangling (demangle.cc),
- * and one entry point per subcommand (run.c, top.c, ...).
+ * the control socket of running processes (client.c), and one entry point per subcommand (run.c, top.c, ...).
  *
  * Exit statuses, for every subcommand: 0 success, 1 an error while doing the work (unreadable file,
  * nothing to write), 2 a usage error (bad option or value, wrong number of arguments); `run` passes its
@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "profile.pb-c.h"
 
@@ -247,6 +248,34 @@ int symbolize_file(const char *in, const char *out, const sym_opts_t *o);
 char *tool_demangle(const char *name);
 
 /* ---------------------------------------------------------------------------------------------------
+   "client.c": the control socket of a running process (ctl, top PID, ps, serve)
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct ctl_reply_s {
+  bool                 ok;            /* the status line is "ok" */
+  char                 status[256];   /* the status line: "ok", or "error ENAME: message" */
+  unsigned char       *body;          /* the whole reply (malloc'd, NUL-terminated) */
+  const unsigned char *data;          /* what follows the status line: "key value" lines, or a profile */
+  size_t               data_len;
+} ctl_reply_t;
+
+/* A process ID argument: decimal digits, 1 up. */
+bool tool_parse_pid(const char *text, pid_t *pid);
+/* Where process pid's control socket is; 0, or -1 with the reason in why. */
+int  ctl_socket_path(pid_t pid, char *out, size_t len, char *why, size_t why_len);
+/* One request ("stats", "start 65536", ...) and its reply; 0 (whatever the status), or -1 with a message
+ * in err when no reply came. */
+int  ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, size_t err_len);
+void ctl_reply_free(ctl_reply_t *r);
+/* An error reply for people: "sampling is on already (EALREADY)". */
+const char *ctl_reply_error(const ctl_reply_t *r, char *buf, size_t len);
+/* Takes a heap profile of pid into path (written beside it, then renamed) and symbolizes it unless
+ * !symbolize; 0, or -1 with a message in err. */
+int  ctl_dump_file(pid_t pid, const char *path, bool symbolize, char *err, size_t err_len);
+/* The process's command line with spaces between the arguments (malloc'd; "" when unreadable). */
+char *ctl_command_line(pid_t pid);
+
+/* ---------------------------------------------------------------------------------------------------
    Subcommands (argv[0] is the subcommand's name)
 --------------------------------------------------------------------------------------------------- */
 
@@ -258,5 +287,8 @@ int cmd_diff(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_flame(int argc, char **argv);
 int cmd_folded(int argc, char **argv);
+int cmd_ctl(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -1,24 +1,29 @@
-/* top.c - `mimalloc-prof top`: the allocation sites of a profile, largest first.
+/* top.c - `mimalloc-prof top`: the allocation sites of a profile, largest first; of a running process
+ * when given its process ID (a heap profile taken through its control socket, client.c, and symbolized).
  *
  * flat is what a site allocated itself (it is the innermost frame of the stack), cum what it and the
  * functions it called allocated (each stack counted once per site, also when the site recurses).
  */
 #include "tool.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage[] =
   "usage: mimalloc-prof top [-n ROWS] [-s TYPE] [--sort flat|cum] [--focus RE] [--ignore RE]\n"
-  "                         [--fold RE] [--fold-alloc] [--lines] FILE\n"
-  "Print the allocation sites of a heap profile, largest first (ROWS, default 20).\n"
+  "                         [--fold RE] [--fold-alloc] [--lines] [--no-symbolize] FILE|PID\n"
+  "Print the allocation sites of a heap profile, largest first (ROWS, default 20); given the ID of a\n"
+  "process with a control socket (MIMALLOC_PROF_CONTROL=1), of a profile taken from it now.\n"
   "  -s, --sample-index TYPE  inuse_space (default), inuse_objects, alloc_space or alloc_objects\n"
   "  --sort flat|cum          rank by the site's own amount (default) or with its callees'\n"
   "  --focus RE, --ignore RE  only stacks with / without a frame matching RE (POSIX extended)\n"
   "  --fold RE                charge innermost frames matching RE to their callers\n"
   "  --fold-alloc             the same for operator new, std::allocator, xmalloc-style helpers\n"
   "  --lines                  one site per source line (function file:line)\n"
+  "  --no-symbolize           PID: leave the profile with addresses and the library's names\n"
   "See mimalloc-prof(1).\n";
 
 static int by_flat(const void *a, const void *b)
@@ -63,25 +68,58 @@ static bool symbolized(const profile_t *p)
   return false;
 }
 
+/* A profile of the running process pid (a temporary file, removed once read); NULL after a message. */
+static profile_t *live_profile(pid_t pid, bool symbolize, char *title, size_t len)
+{
+  char tmp[4096], err[1024];
+  const char *dir = getenv("TMPDIR");
+  snprintf(tmp, sizeof tmp, "%s/mimalloc-prof-top.XXXXXX", dir != NULL && dir[0] != '\0' ? dir : "/tmp");
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    tool_error("cannot create %s: %s", tmp, strerror(errno));
+    return NULL;
+  }
+  close(fd);
+  profile_t *p = NULL;
+  if (ctl_dump_file(pid, tmp, symbolize, err, sizeof err) != 0) tool_error("%s", err);
+  else if ((p = profile_read(tmp, err, sizeof err)) == NULL) tool_error("%s", err);
+  unlink(tmp);
+  char *cmd = ctl_command_line(pid);
+  snprintf(title, len, "process %d (%.200s)", (int)pid, cmd);
+  free(cmd);
+  return p;
+}
+
 int cmd_top(int argc, char **argv)
 {
+  enum { OPT_NOSYM = 0x200 };
   static const struct option opts[] = {VIEW_LONG_OPTIONS, {"sort", required_argument, NULL, VIEW_OPT_SORT},
-                                       {NULL, 0, NULL, 0}};
+                                       {"no-symbolize", no_argument, NULL, OPT_NOSYM}, {NULL, 0, NULL, 0}};
   view_opts_t o;
   view_opts_init(&o);
+  bool symbolize = true;
   int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":n:s:h", opts, NULL)) != -1) {
     if (c == 'h') return tool_help(usage);
     if (c == '?' || c == ':') return tool_getopt_error(c, argv);
-    if ((rc = view_option(&o, c, optarg)) != 0) return rc;
+    if (c == OPT_NOSYM) symbolize = false;
+    else if ((rc = view_option(&o, c, optarg)) != 0) return rc;
   }
   if (optind == argc) return tool_usage_error("no profile given");
   if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many; see diff and merge)", argv[optind + 1]);
   const char *path = argv[optind];
-  char err[512];
-  profile_t *p = profile_read(path, err, sizeof err);
-  if (p == NULL) return tool_error("%s", err);
+  char err[512], title[512];
+  pid_t pid;
+  profile_t *p;
+  bool live = access(path, F_OK) != 0 && tool_parse_pid(path, &pid);   /* not a file: a process */
+  if (live) {
+    p = live_profile(pid, symbolize, title, sizeof title);
+    if (p == NULL) return EXIT_FAILURE;
+    path = title;
+  } else if ((p = profile_read(path, err, sizeof err)) == NULL) {
+    return tool_error("%s", err);
+  }
   view_t v;
   if ((rc = view_build(&v, p, &o)) != 0) {
     profile_free(p);
@@ -104,7 +142,9 @@ int cmd_top(int argc, char **argv)
   }
   if (n > (size_t)o.rows) printf("(%zu more sites; -n %zu shows all)\n", n - (size_t)o.rows, n);
   view_hint(&v, &o, stdout);
-  if (unnamed != 0 && !symbolized(p))
+  if (unnamed != 0 && !symbolized(p) && live)
+    printf("(module+offset: no name in the profile yet; without --no-symbolize they are named)\n");
+  else if (unnamed != 0 && !symbolized(p))
     printf("(module+offset: no name in the profile yet; `mimalloc-prof symbolize %s` names them)\n", path);
   else if (unnamed != 0)
     printf("(module+offset: no symbols were found for these; `mimalloc-prof symbolize` says why)\n");

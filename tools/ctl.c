@@ -1,0 +1,89 @@
+/* ctl.c - `mimalloc-prof ctl PID REQUEST`: start, stop or reset sampling in a running process, print its
+ * statistics, or take a heap profile of it, through its control socket (client.c; the library's side is
+ * lib/control.c).
+ */
+#include "tool.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"   /* mprof_option_parse */
+
+static const char usage[] =
+  "usage: mimalloc-prof ctl PID start [RATE] | stop | reset | stats\n"
+  "       mimalloc-prof ctl PID dump -o FILE [--no-symbolize]\n"
+  "Control the heap profiling of a running process through its control socket (the process runs with\n"
+  "libmimalloc-prof and MIMALLOC_PROF_CONTROL=1).\n"
+  "  start [RATE]   start sampling, one allocation per RATE bytes on average (default: the process's\n"
+  "                 MIMALLOC_PROF_SAMPLE_RATE, else 524288; k, m, g suffixes)\n"
+  "  stop           stop sampling (what the session recorded is dropped)\n"
+  "  reset          restart the allocated totals (alloc_space, alloc_objects) from 0\n"
+  "  stats          print the process's statistics, one \"key value\" line each\n"
+  "  dump -o FILE   write a heap profile of the process to FILE, symbolized (unless --no-symbolize)\n"
+  "Exit status: 0 done; 1 the process refused or could not be asked; 2 usage error.\n"
+  "See mimalloc-prof(1).\n";
+
+int cmd_ctl(int argc, char **argv)
+{
+  enum { OPT_NOSYM = 0x200 };
+  static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
+                                       {"no-symbolize", no_argument, NULL, OPT_NOSYM},
+                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  const char *out = NULL;
+  bool symbolize = true;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'o': out = optarg; break;
+    case OPT_NOSYM: symbolize = false; break;
+    case 'h': return tool_help(usage);
+    default: return tool_getopt_error(c, argv);
+    }
+  }
+  pid_t pid;
+  if (optind == argc) return tool_usage_error("no process ID given");
+  if (!tool_parse_pid(argv[optind], &pid)) return tool_usage_error("'%s' is not a process ID", argv[optind]);
+  if (optind + 1 == argc) return tool_usage_error("no request given (start, stop, reset, stats or dump)");
+  const char *what = argv[optind + 1], *rate = optind + 2 < argc ? argv[optind + 2] : NULL;
+  bool is_start = strcmp(what, "start") == 0, is_dump = strcmp(what, "dump") == 0;
+  if (!is_start && !is_dump && strcmp(what, "stop") != 0 && strcmp(what, "reset") != 0 && strcmp(what, "stats") != 0)
+    return tool_usage_error("unknown request '%s' (start, stop, reset, stats or dump)", what);
+  if (optind + 2 + (is_start ? 1 : 0) < argc)
+    return tool_usage_error("'%s' is one argument too many", argv[optind + 2 + (is_start ? 1 : 0)]);
+  if (is_dump != (out != NULL))
+    return tool_usage_error(is_dump ? "dump needs -o FILE" : "-o is for dump only");
+  if (!symbolize && !is_dump) return tool_usage_error("--no-symbolize is for dump only");
+  char text[MPROF_CONTROL_MAX_REQUEST + 1], err[1024], why[256];
+  if (rate != NULL) {
+    uint64_t v;
+    if (mprof_option_parse("MIMALLOC_PROF_SAMPLE_RATE", rate, &v, why, sizeof why) != 1)
+      return tool_usage_error("RATE '%s' %s", rate, why);
+    snprintf(text, sizeof text, "start %llu", (unsigned long long)v);
+  } else {
+    snprintf(text, sizeof text, "%s", what);
+  }
+
+  if (is_dump) {
+    if (ctl_dump_file(pid, out, symbolize, err, sizeof err) != 0) return tool_error("%s", err);
+    printf("process %d: heap profile written to %s\n", (int)pid, out);
+    return EXIT_SUCCESS;
+  }
+  ctl_reply_t r;
+  if (ctl_request(pid, text, &r, err, sizeof err) != 0) return tool_error("%s", err);
+  int rc = EXIT_SUCCESS;
+  if (!r.ok) {
+    rc = tool_error("process %d: %s", (int)pid, ctl_reply_error(&r, why, sizeof why));
+  } else if (strcmp(what, "stats") == 0) {
+    fwrite(r.data, 1, r.data_len, stdout);
+  } else if (is_start) {
+    const char *line = strstr((const char *)r.data, "sample_rate ");
+    printf("process %d: sampling, one allocation per %llu bytes on average\n", (int)pid,
+           line != NULL ? strtoull(line + 12, NULL, 10) : 0ull);
+  } else {
+    printf("process %d: %s\n", (int)pid, strcmp(what, "stop") == 0 ? "sampling stopped" : "allocated totals reset");
+  }
+  ctl_reply_free(&r);
+  return rc;
+}
