@@ -1,5 +1,5 @@
 /* main.c - the mimalloc-prof command: one subcommand per file (run.c, symbolize.c, top.c, tree.c,
- * diff.c, merge.c, flame.c, folded.c, ctl.c, ps.c) over a shared profile reader and writer
+ * diff.c, merge.c, flame.c, folded.c, ctl.c, ps.c, serve.c) over a shared profile reader and writer
  * (profile.c, pbuild.c), report model (view.c) and control-socket client (client.c).  See mimalloc-prof(1).
  */
 #include "tool.h"
@@ -22,6 +22,7 @@ static const struct {
   {"folded", cmd_folded, "folded stacks (\"a;b;c VALUE\") for other flame-graph tools"},
   {"ctl", cmd_ctl, "start, stop, reset, stats or dump a running process (its control socket)"},
   {"ps", cmd_ps, "the processes that offer a control socket"},
+  {"serve", cmd_serve, "serve running processes' heap profiles over HTTP (/debug/pprof/heap)"},
 };
 
 static int usage(FILE *f, int status)

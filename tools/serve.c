@@ -1,0 +1,320 @@
+/* serve.c - `mimalloc-prof serve PID...`: the heap profiles of running processes over HTTP, at the paths
+ * Go programs serve them (net/http/pprof), so that continuous profilers (Grafana Alloy's pyroscope.scrape,
+ * Parca) and `go tool pprof URL` read them as they read Go's.
+ *
+ *   /debug/pprof/heap    a heap profile taken now, default sample type inuse_space (the library's own)
+ *   /debug/pprof/allocs  the same profile with default sample type alloc_space (as Go serves it)
+ *   /, /debug/pprof/     an index of the processes, with links
+ * For several processes each has its own tree, /pid/PID/debug/pprof/heap (a path prefix: scrapers take one
+ * per target), and ?pid=PID selects one at the root's paths; with one process the root's paths serve it.
+ * Only the processes named on the command line are served.
+ *
+ * libmicrohttpd serves, a thread per connection; a profile is taken through the control socket
+ * (client.c), symbolized by default (the command's own symbolizer: the binaries are on this machine now,
+ * which a scraper far away cannot say), and sent from a file that is already unlinked.  One profile is
+ * taken at a time (a mutex: the symbolizer's debuginfod client is shared), which also bounds what a burst
+ * of scrapes costs the processes.  The listening socket is made here (errors as the system says them)
+ * and handed to the daemon; loopback (127.0.0.1:6060) by default: another address only when --listen
+ * names it.
+ */
+#include "tool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#define MAX_PIDS        64
+#define DEFAULT_LISTEN  "127.0.0.1:6060"
+
+static const char usage[] =
+  "usage: mimalloc-prof serve [--listen ADDR:PORT] [--no-symbolize] PID...\n"
+  "Serve heap profiles of running processes (with MIMALLOC_PROF_CONTROL=1) over HTTP, as Go programs do:\n"
+  "  /debug/pprof/heap     a heap profile taken now (default sample type inuse_space)\n"
+  "  /debug/pprof/allocs   the same with alloc_space as default sample type\n"
+  "  /                     an index of the processes\n"
+  "With several processes: /pid/PID/debug/pprof/heap (and allocs), or ?pid=PID.\n"
+  "  --listen ADDR:PORT  where to listen (default " DEFAULT_LISTEN "; [::1]:PORT for IPv6, port 0: any free)\n"
+  "  --no-symbolize      serve the profiles with addresses and the library's names only\n"
+  "Prints \"listening on http://ADDR:PORT/\" when ready; runs until SIGINT, SIGTERM or SIGHUP.\n"
+  "See mimalloc-prof(1).\n";
+
+static pid_t pids[MAX_PIDS];
+static size_t n_pids;
+static bool symbolize = true;
+static char tmp_dir[4096];
+static pthread_mutex_t fetch_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned fetch_seq;                 /* fetch_lock */
+
+/* ---------------------------------------------------------------------------------------------------
+   Profiles
+--------------------------------------------------------------------------------------------------- */
+
+/* Rewrites the profile at path with `type` as its default sample type. */
+static bool set_default_type(const char *path, const char *type, char *err, size_t err_len)
+{
+  profile_t *p = profile_read(path, err, err_len);
+  if (p == NULL) return false;
+  for (size_t i = 0; i < p->n_sample_type; i++)
+    if (strcmp(pstr(p, p->sample_type[i]->type), type) == 0) p->default_sample_type = p->sample_type[i]->type;
+  bool ok = profile_write(p, path, err, err_len) == 0;
+  profile_free(p);
+  return ok;
+}
+
+/* The profile of pid, as an open file already unlinked (the response reads it, then closes it); for
+ * allocs with alloc_space as default sample type.  -1 with a message in err. */
+static int fetch(pid_t pid, bool allocs, char *err, size_t err_len, off_t *size)
+{
+  char path[4200];
+  struct stat st;
+  int fd = -1;
+  pthread_mutex_lock(&fetch_lock);
+  snprintf(path, sizeof path, "%s/%u.pb.gz", tmp_dir, fetch_seq++);
+  bool ok = ctl_dump_file(pid, path, symbolize, err, err_len) == 0;
+  if (ok && allocs) ok = set_default_type(path, "alloc_space", err, err_len);
+  if (ok && ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0)) {
+    snprintf(err, err_len, "cannot read %.900s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  if (fd >= 0) *size = st.st_size;
+  unlink(path);
+  pthread_mutex_unlock(&fetch_lock);
+  return fd;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   HTTP
+--------------------------------------------------------------------------------------------------- */
+
+static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status, const char *type, const char *text)
+{
+  struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text, MHD_RESPMEM_MUST_COPY);
+  if (r == NULL) return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  enum MHD_Result rc = MHD_queue_response(conn, status, r);
+  MHD_destroy_response(r);
+  return rc;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *fmt, ...)
+  __attribute__((format(printf, 3, 4)));
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *fmt, ...)
+{
+  char text[1280];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text - 1, fmt, ap);
+  va_end(ap);
+  strcat(text, "\n");
+  return send_text(conn, status, "text/plain; charset=utf-8", text);
+}
+
+static void html_escaped(char *out, size_t len, const char *s)
+{
+  size_t o = 0;
+  for (; *s != '\0' && o + 7 < len; s++) {
+    const char *e = *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" : *s == '"' ? "&quot;" : NULL;
+    if (e != NULL) o += (size_t)snprintf(out + o, len - o, "%s", e);
+    else out[o++] = *s;
+  }
+  out[o] = '\0';
+}
+
+static enum MHD_Result send_index(struct MHD_Connection *conn)
+{
+  size_t cap = 1024 + n_pids * 1536, n = 0;
+  char *page = malloc(cap), cmd_html[800];
+  if (page == NULL) return MHD_NO;
+  n += (size_t)snprintf(page + n, cap - n, "<!DOCTYPE html>\n<html><head><title>mimalloc-prof serve</title></head><body>\n"
+                        "<h1>Heap profiles</h1>\n<table>\n<tr><th>process</th><th>profiles</th><th>command</th></tr>\n");
+  for (size_t i = 0; i < n_pids; i++) {
+    char *cmd = ctl_command_line(pids[i]);
+    html_escaped(cmd_html, sizeof cmd_html, cmd[0] != '\0' ? cmd : "(gone)");
+    free(cmd);
+    n += (size_t)snprintf(page + n, cap - n, "<tr><td>%d</td><td><a href=\"/pid/%d/debug/pprof/heap\">heap</a> "
+                          "<a href=\"/pid/%d/debug/pprof/allocs\">allocs</a></td><td>%s</td></tr>\n",
+                          (int)pids[i], (int)pids[i], (int)pids[i], cmd_html);
+  }
+  snprintf(page + n, cap - n, "</table>\n<p>heap: in-use bytes by allocation site; allocs: the same profile, "
+           "allocated bytes first. Read them with <code>go tool pprof URL</code>.</p>\n</body></html>\n");
+  enum MHD_Result rc = send_text(conn, MHD_HTTP_OK, "text/html; charset=utf-8", page);
+  free(page);
+  return rc;
+}
+
+static bool served(pid_t pid)
+{
+  for (size_t i = 0; i < n_pids; i++)
+    if (pids[i] == pid) return true;
+  return false;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **state)
+{
+  (void)cls, (void)version, (void)upload, (void)upload_size, (void)state;
+  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+    return send_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
+  pid_t pid = n_pids == 1 ? pids[0] : 0;
+  const char *rest = url, *arg = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pid");
+  if (strncmp(url, "/pid/", 5) == 0) {                 /* /pid/PID/debug/pprof/... */
+    char digits[16];
+    size_t n = strspn(url + 5, "0123456789");
+    snprintf(digits, sizeof digits, "%.*s", (int)(n < 15 ? n : 15), url + 5);
+    if (n == 0 || n > 10 || !tool_parse_pid(digits, &pid)) return send_error(conn, MHD_HTTP_NOT_FOUND, "no such path");
+    rest = url + 5 + n;
+    if (*rest == '\0') rest = "/";
+  } else if (arg != NULL && !tool_parse_pid(arg, &pid)) {
+    return send_error(conn, MHD_HTTP_BAD_REQUEST, "pid=%s is not a process ID", arg);
+  }
+  if (strcmp(rest, "/") == 0 || strcmp(rest, "/debug/pprof/") == 0 || strcmp(rest, "/debug/pprof") == 0)
+    return send_index(conn);
+  bool heap = strcmp(rest, "/debug/pprof/heap") == 0, allocs = strcmp(rest, "/debug/pprof/allocs") == 0;
+  if (!heap && !allocs) return send_error(conn, MHD_HTTP_NOT_FOUND, "no such path (see /)");
+  if (pid == 0) return send_error(conn, MHD_HTTP_BAD_REQUEST, "several processes are served: /pid/PID%s or ?pid=PID", rest);
+  if (!served(pid)) return send_error(conn, MHD_HTTP_NOT_FOUND, "process %d is not served here", (int)pid);
+  const char *debug = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "debug");
+  if ((debug != NULL && strcmp(debug, "0") != 0) || MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "seconds"))
+    return send_error(conn, MHD_HTTP_BAD_REQUEST, "only the binary profile is served (no debug=N, no seconds=N)");
+  char err[1024];
+  off_t size = 0;
+  int fd = fetch(pid, allocs, err, sizeof err, &size);
+  if (fd < 0) return send_error(conn, MHD_HTTP_BAD_GATEWAY, "%s", err);
+  struct MHD_Response *r = MHD_create_response_from_fd64((uint64_t)size, fd);   /* closes fd */
+  if (r == NULL) {
+    close(fd);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_DISPOSITION, heap ? "attachment; filename=\"heap\""
+                                                                       : "attachment; filename=\"allocs\"");
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  enum MHD_Result rc = MHD_queue_response(conn, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The listening socket, the command
+--------------------------------------------------------------------------------------------------- */
+
+/* ADDR:PORT ([V6]:PORT) into a bound, listening socket; its address as a URL's host:port in shown.  -1
+ * after a usage error (*rc set) or an error. */
+static int listen_on(const char *spec, char *shown, size_t len, bool *loopback, bool *v6, int *rc)
+{
+  char host[256];
+  const char *colon = strrchr(spec, ':');
+  long port;
+  if (colon == NULL || colon == spec || !tool_parse_count(colon + 1, 0, 65535, &port)) {
+    *rc = tool_usage_error("--listen '%s': expected ADDR:PORT (PORT 0 to 65535)", spec);
+    return -1;
+  }
+  size_t hl = (size_t)(colon - spec);
+  if (spec[0] == '[' && hl >= 2 && spec[hl - 1] == ']') snprintf(host, sizeof host, "%.*s", (int)(hl - 2), spec + 1);
+  else snprintf(host, sizeof host, "%.*s", (int)hl, spec);
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
+  int g = getaddrinfo(host, colon + 1, &hints, &ai);
+  if (g != 0) {
+    *rc = tool_usage_error("--listen '%s': %s", spec, gai_strerror(g));
+    return -1;
+  }
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+    *rc = tool_error("cannot listen on %s: %s", spec, strerror(errno));
+    if (fd >= 0) close(fd);
+    freeaddrinfo(ai);
+    return -1;
+  }
+  *v6 = ai->ai_family == AF_INET6;
+  if (*v6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+    *loopback = IN6_IS_ADDR_LOOPBACK(a);
+  } else {
+    *loopback = (ntohl(((const struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+  }
+  freeaddrinfo(ai);
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  getsockname(fd, (struct sockaddr *)&ss, &sl);
+  unsigned bound = ntohs(*v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+  snprintf(shown, len, *v6 ? "[%s]:%u" : "%s:%u", host, bound);
+  return fd;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+  enum { OPT_LISTEN = 0x200, OPT_NOSYM };
+  static const struct option opts[] = {{"listen", required_argument, NULL, OPT_LISTEN},
+                                       {"no-symbolize", no_argument, NULL, OPT_NOSYM},
+                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  const char *listen_spec = DEFAULT_LISTEN;
+  int c, rc = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (c) {
+    case OPT_LISTEN: listen_spec = optarg; break;
+    case OPT_NOSYM: symbolize = false; break;
+    case 'h': return tool_help(usage);
+    default: return tool_getopt_error(c, argv);
+    }
+  }
+  if (optind == argc) return tool_usage_error("no process ID given");
+  for (int i = optind; i < argc; i++) {
+    if (n_pids == MAX_PIDS) return tool_usage_error("more than %d processes", MAX_PIDS);
+    if (!tool_parse_pid(argv[i], &pids[n_pids])) return tool_usage_error("'%s' is not a process ID", argv[i]);
+    n_pids++;
+  }
+  char shown[300];
+  bool loopback, v6;
+  int fd = listen_on(listen_spec, shown, sizeof shown, &loopback, &v6, &rc);
+  if (fd < 0) return rc;
+  const char *base = getenv("TMPDIR");
+  snprintf(tmp_dir, sizeof tmp_dir, "%s/mimalloc-prof-serve.XXXXXX", base != NULL && base[0] != '\0' ? base : "/tmp");
+  if (mkdtemp(tmp_dir) == NULL) {
+    close(fd);
+    return tool_error("cannot create a directory in %s: %s", base != NULL ? base : "/tmp", strerror(errno));
+  }
+  /* The daemon's threads inherit this mask: the stop signals come to sigwait below, SIGPIPE to nobody. */
+  sigset_t stop, all;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
+  all = stop;
+  sigaddset(&all, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                                          MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, handle, NULL,
+                                          MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 32u,
+                                          MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+  if (d == NULL) {
+    close(fd);
+    rmdir(tmp_dir);
+    return tool_error("cannot start the HTTP server on %s", shown);
+  }
+  if (!loopback)
+    tool_note("listening on %s, not a loopback address: anyone who can reach it can read these heap profiles", shown);
+  printf("listening on http://%s/\n", shown);
+  fflush(stdout);
+  int sig;
+  while (sigwait(&stop, &sig) != 0) {
+  }
+  MHD_stop_daemon(d);
+  rmdir(tmp_dir);
+  return EXIT_SUCCESS;
+}
