@@ -467,7 +467,7 @@ size_t dumps_list(const char *dir, pid_t pid, dump_file_t *out)
     char kind;
     int got = sscanf(e->d_name, "prof.%d.%u.%c.pb.gz%n", &file_pid, &seq, &kind, &used);
     ck_assert_msg(got == 3 && used > 0 && e->d_name[used] == '\0' && file_pid == (int)pid &&
-                  strchr("mfius", kind) != NULL, "unexpected file %s (pid %d)", e->d_name, (int)pid);
+                  strchr("mfiusp", kind) != NULL, "unexpected file %s (pid %d)", e->d_name, (int)pid);
     ck_assert_uint_lt(n, MAX_DUMPS);
     out[n].seq = seq;
     out[n].kind = kind;

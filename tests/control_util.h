@@ -1,0 +1,50 @@
+/* control_util.h - what the control-socket suites share (test_control.c: the library's side, spoken to
+ * directly; test_tool_service.c: the command's ctl, top, ps and serve): tests/control_probe, told what to
+ * allocate one line at a time, and a small client of the protocol of mimalloc_prof(3), CONTROL SOCKET,
+ * written from the manual page rather than from either side's code.  Every function asserts (ck_assert)
+ * on a failure of the test's own side.
+ */
+#ifndef MPROF_TEST_CONTROL_UTIL_H
+#define MPROF_TEST_CONTROL_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "subprocess.h"
+
+#define CONTROL_WATCHDOG_S 120          /* a probe still running after this long has hung */
+
+/* tests/control_probe with `vars` in its environment, started through `wrapper` (NULL: none; else a
+ * NULL-terminated command such as setpriv's, the probe's path appended); returns once it said "ready". */
+probe_child_t control_probe_start(const char *const *vars, const char *const *wrapper);
+/* Sends one command line (without its newline) and returns its one-line answer (static; no newline). */
+const char *control_probe_say(const probe_child_t *c, const char *command);
+/* Ends its stdin and reaps it; asserts it printed "allocations ok" last and nothing on stderr but `err`
+ * (NULL: nothing at all). */
+probe_run_t control_probe_end(probe_child_t *c, const char *err);
+
+/* DIR/PID.sock */
+const char *control_socket_of(const char *dir, pid_t pid, char *buf, size_t len);
+
+/* A reply: the whole frame's text, its status line and what follows. */
+typedef struct control_reply_s {
+  char   *frame;                       /* malloc'd, NUL-terminated */
+  size_t  len;
+  bool    ok;                          /* the status line is "ok" */
+  char    status[256];
+  char   *body;                        /* after the status line */
+  size_t  body_len;
+} control_reply_t;
+
+int  control_connect(const char *path);                                   /* -1 with errno */
+void control_send_frame(int fd, const void *text, size_t len);            /* length word + text */
+/* Reads one reply; false when the connection ended first (nothing, or part of a frame). */
+bool control_read_reply(int fd, control_reply_t *r);
+/* Connects, sends `request`, reads the reply (asserting one comes), closes. */
+control_reply_t control_ask(const char *path, const char *request);
+void control_reply_free(control_reply_t *r);
+/* The number on the line "key N" of a stats reply (fails the test when absent). */
+uint64_t control_stat(const control_reply_t *stats, const char *key);
+
+#endif
