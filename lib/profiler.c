@@ -274,7 +274,7 @@ bool mprof_profiler_init(void)
   }
   period_ns = mprof_option(MPROF_OPT_PERIOD) * 1000000000u;
   bool control = mprof_control_init();
-  if (control) {                               /* the socket's start must not load it on the thread */
+  if (control && mprof_unwind_current() != MPROF_UNWIND_FP) {   /* the socket's start may not load it there */
     size_t countdown = mprof_guard_enter();
     mprof_unwind_prime();
     mprof_guard_leave(countdown);
