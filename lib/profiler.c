@@ -19,7 +19,7 @@
  * blocked, never exits, runs with the reentrancy guard up (nothing it does is sampled) and never calls
  * malloc (its dumps use profiler memory only; tests/nomalloc_shim.c proves it).  So the control socket's
  * start cannot load the unwinder there (dlopen allocates): with the socket on, the unwinder is primed at
- * load instead.  A program without these options stays single-threaded.  Its loop is general: a request
+ * load instead, by the loading thread, once the profiler thread exists.  A program without these options stays single-threaded.  Its loop is general: a request
  * kind is a counter and a function, served in kind order, so interval and peak dumps requested before a
  * signal are written before the signal's.
  *
@@ -274,11 +274,6 @@ bool mprof_profiler_init(void)
   }
   period_ns = mprof_option(MPROF_OPT_PERIOD) * 1000000000u;
   bool control = mprof_control_init();
-  if (control && mprof_unwind_current() != MPROF_UNWIND_FP) {   /* the socket's start may not load it there */
-    size_t countdown = mprof_guard_enter();
-    mprof_unwind_prime();
-    mprof_guard_leave(countdown);
-  }
   if (interval_bytes == 0 && !gdump && dump_signal == 0 && finals == 0 && period_ns == 0 && !control) return false;
   if (sem_init(&requests, 0, 0) != 0 || !start_thread()) {
     if (control) mprof_control_shutdown();   /* nobody serves it: closed (the file goes at exit) */
@@ -287,6 +282,14 @@ bool mprof_profiler_init(void)
     return false;
   }
   running = true;
+  /* The socket's start may not load the unwinder on the thread: it is loaded now, once the thread exists,
+   * as mi_prof_start would load it in a program whose threads run (libgcc too: fork children and new
+   * threads' first samples use it).  A start that comes before this is done drops its first samples. */
+  if (control && mprof_unwind_current() != MPROF_UNWIND_FP) {
+    size_t countdown = mprof_guard_enter();
+    mprof_unwind_prime();
+    mprof_guard_leave(countdown);
+  }
   if (dump_signal != 0 && !catch(dump_signal, on_dump_signal, NULL))
     mprof_warn("cannot catch signal %d: %s", dump_signal, strerrorname_np(errno));
   for (int sig = 1; sig <= 64; sig++) {
