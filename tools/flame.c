@@ -153,14 +153,8 @@ int cmd_flame(int argc, char **argv)
   if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
   if (out == NULL) return tool_usage_error("no output given (-o OUT.svg)");
   const char *path = argv[optind];
-  char err[512];
-  profile_t *p = profile_read(path, err, sizeof err);
-  if (p == NULL) return tool_error("%s", err);
   view_t v;
-  if ((rc = view_build(&v, p, &o)) != 0) {
-    profile_free(p);
-    return rc;
-  }
+  if ((rc = view_open(&v, path, &o)) != 0) return rc;
   if (v.total <= 0) view_hint(&v, &o, stderr);
   ctree_t t;
   ctree_build(&t, &v, false);
@@ -178,8 +172,7 @@ int cmd_flame(int argc, char **argv)
     }
   }
   ctree_free(&t);
-  view_free(&v);
+  view_close(&v);
   view_opts_free(&o);
-  profile_free(p);
   return rc;
 }

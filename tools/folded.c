@@ -45,14 +45,8 @@ int cmd_folded(int argc, char **argv)
   }
   if (optind == argc) return tool_usage_error("no profile given");
   if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
-  char err[512];
-  profile_t *p = profile_read(argv[optind], err, sizeof err);
-  if (p == NULL) return tool_error("%s", err);
   view_t v;
-  if ((rc = view_build(&v, p, &o)) != 0) {
-    profile_free(p);
-    return rc;
-  }
+  if ((rc = view_open(&v, argv[optind], &o)) != 0) return rc;
   sort_view = &v;
   qsort(v.stacks, v.n_stacks, sizeof *v.stacks, by_frames);
   for (size_t i = 0; i < v.n_stacks;) {
@@ -68,8 +62,7 @@ int cmd_folded(int argc, char **argv)
     }
     i = j;
   }
-  view_free(&v);
+  view_close(&v);
   view_opts_free(&o);
-  profile_free(p);
   return ferror(stdout) ? tool_error("cannot write the output") : EXIT_SUCCESS;
 }

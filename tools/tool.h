@@ -193,6 +193,10 @@ typedef struct view_s {
 /* Builds the view; on error prints a message and returns its exit status (else 0). */
 int  view_build(view_t *v, const profile_t *p, const view_opts_t *o);
 void view_free(view_t *v);
+/* Reads the profile at `path` and builds its view; on error prints a message and returns its exit
+ * status (else 0).  view_close() frees the view and the profile it owns. */
+int  view_open(view_t *v, const char *path, const view_opts_t *o);
+void view_close(view_t *v);
 /* One line, or nothing: the hint printed when the chosen type is empty and another is not. */
 void view_hint(const view_t *v, const view_opts_t *o, FILE *f);
 /* A value for people: bytes as KiB/MiB, counts with separators. */

@@ -82,14 +82,9 @@ int cmd_tree(int argc, char **argv)
   if (optind == argc) return tool_usage_error("no profile given");
   if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
   const char *path = argv[optind];
-  char err[512], total[32];
-  profile_t *p = profile_read(path, err, sizeof err);
-  if (p == NULL) return tool_error("%s", err);
+  char total[32];
   view_t v;
-  if ((rc = view_build(&v, p, &o)) != 0) {
-    profile_free(p);
-    return rc;
-  }
+  if ((rc = view_open(&v, path, &o)) != 0) return rc;
   ctree_t t;
   ctree_build(&t, &v, !callees);
   printf("%s: %s, %s in %zu stacks; %s (nodes below %.3g%% left out)\n", path, v.type,
@@ -105,8 +100,7 @@ int cmd_tree(int argc, char **argv)
   }
   view_hint(&v, &o, stdout);
   ctree_free(&t);
-  view_free(&v);
+  view_close(&v);
   view_opts_free(&o);
-  profile_free(p);
   return EXIT_SUCCESS;
 }

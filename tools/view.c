@@ -246,6 +246,23 @@ static size_t objects_index(const view_t *v)
   return profile_sample_type(v->p, name);
 }
 
+int view_open(view_t *v, const char *path, const view_opts_t *o)
+{
+  char err[512];
+  profile_t *p = profile_read(path, err, sizeof err);
+  if (p == NULL) return tool_error("%s", err);
+  int rc = view_build(v, p, o);
+  if (rc != 0) profile_free(p);
+  return rc;
+}
+
+void view_close(view_t *v)
+{
+  profile_t *p = (profile_t *)(uintptr_t)v->p;
+  view_free(v);
+  profile_free(p);
+}
+
 int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
 {
   memset(v, 0, sizeof *v);
