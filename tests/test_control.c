@@ -8,11 +8,13 @@
  * The server's own timeout (MPROF_CONTROL_IO_TIMEOUT_S) is what ends the slow clients' connections.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "control_util.h"
+#include "mimalloc-prof.h"
 #include "pprof_util.h"
 
 #if MPROF_PPROF
@@ -158,6 +161,21 @@ static int connect_as(uid_t uid, const char *path)
   return WEXITSTATUS(status);
 }
 
+/* Whether `uid` may open path (every directory above it searchable by that user), asked in a child. */
+static bool reachable_as(uid_t uid, const char *path)
+{
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    if (setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0) _exit(2);
+    _exit(access(path, R_OK) == 0 ? 0 : 1);
+  }
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) != 2);
+  return WEXITSTATUS(status) == 0;
+}
+
 /* Who may use the socket (needs root, to be other users).  The program runs as PROBE_UID with its socket
  * in a directory others may enter: root is served; OTHER_UID is stopped by the socket's mode (0600), and
  * once the test opens the socket to everyone, by the peer check (one "error EACCES" line, then the end),
@@ -166,6 +184,14 @@ START_TEST(control_peer_check)
 {
   if (geteuid() != 0) {
     fprintf(stderr, "control_peer_check: not root, cannot be another user; skipped\n");
+    return;
+  }
+  Dl_info lib;
+  ck_assert(dladdr((void *)mi_prof_start, &lib) != 0 && lib.dli_fname != NULL);
+  const char *probe = probe_getenv("MPROF_TEST_CONTROL_PROBE");
+  if (!reachable_as(PROBE_UID, probe) || !reachable_as(PROBE_UID, lib.dli_fname)) {
+    fprintf(stderr, "control_peer_check: user %u cannot reach %s or %s (a directory above them is closed to "
+                    "others, as a clone under /root is); skipped\n", PROBE_UID, probe, lib.dli_fname);
     return;
   }
   ck_assert_ptr_null(getpwuid(OTHER_UID));
