@@ -15,7 +15,12 @@
 
 probe_child_t control_probe_start(const char *const *vars, const char *const *wrapper)
 {
-  const char *probe = probe_getenv("MPROF_TEST_CONTROL_PROBE"), *args[16];
+  return control_probe_start_at(probe_getenv("MPROF_TEST_CONTROL_PROBE"), vars, wrapper);
+}
+
+probe_child_t control_probe_start_at(const char *probe, const char *const *vars, const char *const *wrapper)
+{
+  const char *args[16];
   probe_opts_t opts = {.env = vars, .with_stdin = true, .watchdog_s = CONTROL_WATCHDOG_S};
   probe_child_t c;
   if (wrapper == NULL) {

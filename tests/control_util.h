@@ -18,6 +18,8 @@
 /* tests/control_probe with `vars` in its environment, started through `wrapper` (NULL: none; else a
  * NULL-terminated command such as setpriv's, the probe's path appended); returns once it said "ready". */
 probe_child_t control_probe_start(const char *const *vars, const char *const *wrapper);
+/* The same with another copy of the probe, at path `probe`. */
+probe_child_t control_probe_start_at(const char *probe, const char *const *vars, const char *const *wrapper);
 /* Sends one command line (without its newline) and returns its one-line answer (static; no newline). */
 const char *control_probe_say(const probe_child_t *c, const char *command);
 /* Ends its stdin and reaps it; asserts it printed "allocations ok" last and nothing on stderr but `err`
