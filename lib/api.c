@@ -201,9 +201,14 @@ bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free
  * the child, which may have inherited tables that another thread was changing, gets fresh locks and stops
  * sampling for good (frees of sampled blocks leak there).  Per thread: postfork runs where prefork did. */
 static __thread bool fork_with_locks;
+/* The guard is up from prepare to parent/child: a signal handler that runs while fork(2) holds every
+ * profiler lock on this thread (the kernel restarts fork after it) allocates unsampled and defers its
+ * frees of sampled blocks, instead of asking for a lock its own thread holds. */
+static __thread size_t fork_countdown;
 
 static void prefork(void)
 {
+  fork_countdown = mprof_guard_enter();
   mprof_unwind_prefork();              /* never waits (see unwind.c) */
   fork_with_locks = mprof_tls.locks != 0;
   if (fork_with_locks) return;
@@ -215,11 +220,13 @@ static void prefork(void)
 
 static void postfork_parent(void)
 {
-  if (fork_with_locks) return;
-  mprof_stacks_postfork();
-  mprof_record_unlock_all();
-  mprof_sheap_postfork();
-  mprof_unlock(&api_lock);
+  if (!fork_with_locks) {
+    mprof_stacks_postfork();
+    mprof_record_unlock_all();
+    mprof_sheap_postfork();
+    mprof_unlock(&api_lock);
+  }
+  mprof_guard_leave(fork_countdown);
 }
 
 static void postfork_child(void)
@@ -241,6 +248,7 @@ static void postfork_child(void)
   }
   mprof_unwind_postfork_child();
   mprof_dump_postfork_child();
+  mprof_guard_leave(fork_countdown);
 }
 
 /* At exit, with sampling on: does malloc reach this library at all?  Asked only when no countdown ever

@@ -11,6 +11,9 @@
  *                       often inside its locks); each child allocates, frees, reallocs sampled blocks
  *                       of its parent (their bytes kept), starts a session and dumps (refused with
  *                       ENOTRECOVERABLE where the child froze the profiler), reads the stats and exits
+ *   forkchld N          fork N children that exit at once, reaped by a SIGCHLD handler that allocates (rate
+ *                       1: every allocation sampled); the handler often runs inside fork(2), after the
+ *                       prepare handlers took the profiler's locks; prints the children reaped
  */
 #define _GNU_SOURCE 1
 
@@ -360,6 +363,52 @@ static int mode_forklock(int argc, char **argv)
   return 0;
 }
 
+/* forkchld: the handler a forking server has, which reaps and logs.  A SIGCHLD pending when fork(2) is
+ * entered makes the kernel run the handler and restart fork, on the thread whose prepare handlers hold
+ * every profiler lock: its malloc must not sample into them (it hung), its free of a sampled block must
+ * wait until the locks are released. */
+static char *volatile chld_log;
+static volatile sig_atomic_t chld_reaped;
+
+static void chld_handler(int sig)
+{
+  (void)sig;
+  int saved = errno, status;
+  while (waitpid(-1, &status, WNOHANG) > 0) {
+    char *line = malloc(256), *old = chld_log;
+    if (line != NULL) snprintf(line, 256, "child exited with %d", status);
+    chld_log = line;
+    free(old);
+    chld_reaped++;
+  }
+  errno = saved;
+}
+
+static int mode_forkchld(int argc, char **argv)
+{
+  int want = argc > 2 ? atoi(argv[2]) : 1000;
+  struct sigaction sa = {.sa_handler = chld_handler, .sa_flags = SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGCHLD, &sa, NULL) != 0) die("sigaction failed");
+  start_rate(1);
+  for (int i = 0; i < want; i++) {
+    pid_t pid = fork();
+    if (pid < 0) die("fork failed");
+    if (pid == 0) _exit(0);
+  }
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &old);       /* the rest reaped here, the handler kept out */
+  int status;
+  while (waitpid(-1, &status, 0) > 0) chld_reaped++;
+  free(chld_log);
+  mi_prof_stats_t st = stats_now();
+  mi_prof_stop();
+  printf("forks %d\nreaped %d\nlive_samples %" PRIu64 "\n", want, (int)chld_reaped, st.live_samples);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) die("usage: fork_probe MODE ...");
@@ -371,6 +420,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "forkinside") == 0) return mode_forkinside();
   if (strcmp(mode, "forkstorm") == 0) return mode_forkstorm(argc, argv);
   if (strcmp(mode, "forklock") == 0) return mode_forklock(argc, argv);
+  if (strcmp(mode, "forkchld") == 0) return mode_forkchld(argc, argv);
   die("unknown mode");
   return 1;
 }

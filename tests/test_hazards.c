@@ -620,6 +620,22 @@ START_TEST(hazards_fork_in_handler_inside_profiler)
 }
 END_TEST
 
+/* A SIGCHLD handler that reaps and allocates, in a program that forks 1000 children at rate 1: the
+ * handler often runs inside fork(2), after our prepare handler took every profiler lock on that thread
+ * (hung in 2 of 3 runs at the default rate before the guard covered fork).  All children are reaped,
+ * and the handler's blocks (the last one freed) leave no live sample behind. */
+START_TEST(hazards_fork_sigchld_handler_allocates)
+{
+  probe_opts_t opts = {.watchdog_s = 100};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_FORK_PROBE"), (const char *const[]){"forkchld", "1000", NULL},
+                              &opts);
+  probe_assert_exit0(&run, "forkchld");
+  ck_assert_uint_eq(probe_value(&run, "reaped"), 1000);
+  ck_assert_uint_eq(probe_value(&run, "live_samples"), 0);
+  probe_run_free(&run);
+}
+END_TEST
+
 Suite *hazards_suite(void)
 {
   Suite *s = suite_create("hazards");
@@ -635,6 +651,7 @@ Suite *hazards_suite(void)
   tcase_add_test(tc, hazards_malloc_not_ours_said);
   tcase_add_test(tc, hazards_no_allocation_not_said);
   tcase_add_test(tc, hazards_fork_in_handler_inside_profiler);
+  tcase_add_test(tc, hazards_fork_sigchld_handler_allocates);
   suite_add_tcase(s, tc);
   return s;
 }
