@@ -39,7 +39,7 @@
 enum { REQ_INTERVAL, REQ_PEAK, REQ_SIGNAL, REQ_FINAL, REQ_KINDS };
 
 static sem_t requests;                       /* posted once per request */
-static unsigned pending[REQ_KINDS];          /* requests not served yet (atomic) */
+static unsigned pending[REQ_KINDS];          /* requests not served yet, by kind (atomic) */
 static bool running;                         /* the thread exists (false in a fork child) */
 static uint64_t period_ns;                   /* MIMALLOC_PROF_PERIOD, 0 = off */
 
@@ -69,16 +69,18 @@ static void request(int kind)
   errno = saved;
 }
 
-/* Takes one pending request, in kind order; -1 when none is left. */
-static int take_request(void)
+/* Takes every pending request, as a set of kinds (bit k: kind k).  The thread serves one such round at a
+ * time, one profile per kind, however many requests of that kind came while the last round was written:
+ * a program that crosses MIMALLOC_PROF_INTERVAL faster than profiles are written gets one interval
+ * profile per round, not a backlog, and a signal or a final signal waits for one round at most (before,
+ * requests were served one by one in kind order, and with a small interval a program ignored SIGTERM
+ * for as long as it allocated). */
+static unsigned take_requests(void)
 {
-  for (int k = 0; k < REQ_KINDS; k++) {
-    unsigned n = __atomic_load_n(&pending[k], __ATOMIC_ACQUIRE);
-    while (n != 0) {
-      if (__atomic_compare_exchange_n(&pending[k], &n, n - 1, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return k;
-    }
-  }
-  return -1;
+  unsigned kinds = 0;
+  for (int k = 0; k < REQ_KINDS; k++)
+    if (__atomic_exchange_n(&pending[k], 0, __ATOMIC_ACQ_REL) != 0) kinds |= 1u << k;
+  return kinds;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -227,8 +229,14 @@ static void *profiler_main(void *arg)
       }
     } else {
       wait_requests(next_period);
+      while (sem_trywait(&requests) == 0) {   /* posts whose requests this round takes too */
+      }
     }
-    for (int k; (k = take_request()) >= 0;) serve(k);
+    for (unsigned kinds; (kinds = take_requests()) != 0;) {
+      if (kinds & (1u << REQ_FINAL)) serve(REQ_FINAL);   /* ends the process: nothing after it matters */
+      for (int k = 0; k < REQ_FINAL; k++)                /* in kind order: a signal dump comes after the */
+        if (kinds & (1u << k)) serve(k);                 /* interval and peak requests before it */
+    }
     uint64_t now = mono_ns();
     if (now >= next_period) {
       if (mi_prof_is_enabled()) mprof_dump_auto('p');

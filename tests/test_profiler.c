@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -202,6 +203,48 @@ START_TEST(profiler_final_signals)
     test_profile_free(p);
     probe_run_free(&r);
   }
+}
+END_TEST
+
+/* SIGTERM while interval profiles are due faster than they are written (rate 4 KiB, an interval of 16
+ * samples' worth, two threads allocating without pause): the final profile comes after one round at most.
+ * Requests were served one by one, interval first, and the program ignored SIGTERM for as long as it
+ * allocated (it was killed by this test's watchdog).  The test waits until the third interval profile is
+ * in place, so the profiles are being written back to back when the signal comes; KEEP=4 bounds the
+ * files.  Ends killed by SIGTERM, with a final profile. */
+START_TEST(profiler_final_signal_amid_intervals)
+{
+  const char *dir = tmp_dir_make();
+  char prefix[PATH_MAX], name[128];
+  prefix_var(prefix, sizeof prefix, dir);
+  int watch = inotify_init1(IN_CLOEXEC);
+  ck_assert_int_ge(watch, 0);
+  ck_assert_int_ge(inotify_add_watch(watch, dir, IN_MOVED_TO), 0);
+  const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=4096", "MIMALLOC_PROF_INTERVAL=64k",
+                        "MIMALLOC_PROF_KEEP=4", "MIMALLOC_PROF_FINAL_SIGNALS=TERM", prefix, NULL};
+  probe_child_t c = start_watched(vars, (const char *const[]){"load", "2", "forever", NULL});
+  wait_ready(&c);
+  snprintf(name, sizeof name, "prof.%d.2.i.pb.gz", (int)c.pid);
+  wait_closed(watch, &c, name);
+  close(watch);
+  ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
+  probe_run_t r = probe_finish(&c);
+  assert_killed_by(&r, SIGTERM);
+  /* KEEP removed the earlier interval profiles: the sequence numbers have gaps, so no dumps_list. */
+  char final[PATH_MAX] = "";
+  size_t files = 0;
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    files++;
+    if (ends_with(e->d_name, ".f.pb.gz")) snprintf(final, sizeof final, "%s/%s", dir, e->d_name);
+  }
+  closedir(d);
+  ck_assert_msg(final[0] != '\0', "no final profile among %zu files", files);
+  ck_assert_uint_le(files, 4 + 1);
+  test_profile_free(profile_load(final));
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -418,6 +461,7 @@ Suite *profiler_suite(void)
   tcase_add_test(tc, profiler_thread_only_when_needed);
   tcase_add_test(tc, profiler_never_mallocs);
   tcase_add_test(tc, profiler_final_signals);
+  tcase_add_test(tc, profiler_final_signal_amid_intervals);
   tcase_add_test(tc, profiler_final_signal_own_handler);
   tcase_add_test(tc, profiler_final_signal_keeps_ignored);
   tcase_add_test(tc, profiler_final_signal_twice_held);
