@@ -267,16 +267,18 @@ mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
  *   forked inside the profiler's locks, as for mi_prof_start) or ENOTSUP.  A file this
  *   call created is removed again on failure; an existing file is left truncated, and an existing
  *   path that is not a regular file (a symbolic link's target, a device) is never removed.
- * Thread safety: MT-Safe (dumps are serialised).  Async-signal safety: AS-Unsafe: from a signal
- *   handler, use MIMALLOC_PROF_SIGNAL instead.
+ * Thread safety: MT-Safe (dumps are serialised); not a cancellation point (a cancelled thread finishes
+ *   the dump first); SIGPIPE is blocked during the call (a closed reader gives EPIPE, no signal).
+ *   Async-signal safety: AS-Unsafe: from a signal handler, use MIMALLOC_PROF_SIGNAL instead.
  */
 mi_prof_decl_export bool mi_prof_dump(const char *path);
 
 /**
  * mi_prof_dump_fd() - write a heap profile to an open file descriptor (from its current offset).
  * Return: true; false with errno EBADF (fd < 0, or from write(2) for a descriptor not open for
- *   writing), another errno from write(2), ENOMEM, EIO, ENOTRECOVERABLE or ENOTSUP.
- * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
+ *   writing), another errno from write(2) (EPIPE without SIGPIPE), ENOMEM, EIO, ENOTRECOVERABLE or
+ *   ENOTSUP.
+ * Thread safety: MT-Safe; not a cancellation point, as mi_prof_dump().  Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_dump_fd(int fd);
 

@@ -23,6 +23,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,10 +106,49 @@ static bool write_path_locked(const char *path, const mprof_objects_t *objs, cha
   return ok;
 }
 
+/* SIGPIPE blocked on this thread for a dump, so that a reader that went away gives EPIPE rather than the
+ * signal's default action (the end of the program); a SIGPIPE our write raised is taken back, one that
+ * was pending before is left.  Cancellation is off too: open, write and close are cancellation points,
+ * and a thread cancelled there left dump_lock held, so every later dump and exit with
+ * MIMALLOC_PROF_FINAL hung (adversarial run). */
+typedef struct dump_shield_s {
+  sigset_t mask;
+  bool pipe_pending;
+  int cancel_state;
+} dump_shield_t;
+
+static void shield_up(dump_shield_t *sh)
+{
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &sh->cancel_state);
+  sigset_t pipe, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &sh->mask);
+  sh->pipe_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+}
+
+static void shield_down(dump_shield_t *sh)
+{
+  int err = errno;
+  if (!sh->pipe_pending && !sigismember(&sh->mask, SIGPIPE)) {
+    sigset_t pipe, pending;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    const struct timespec now = {0, 0};
+    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) sigtimedwait(&pipe, NULL, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &sh->mask, NULL);
+  int ignored;
+  pthread_setcancelstate(sh->cancel_state, &ignored);
+  errno = err;
+}
+
 /* A dump of either kind: the objects first, holding no lock; then the rest under dump_lock.  The guard
  * is up throughout: nothing here is sampled (and nothing here allocates). */
 static bool dump_api(const char *path, int fd)
 {
+  dump_shield_t shield;
+  shield_up(&shield);
   size_t countdown = mprof_guard_enter();
   mprof_objects_t objs;
   bool ok = mprof_objects_take(&objs);
@@ -120,6 +161,7 @@ static bool dump_api(const char *path, int fd)
     errno = err;
   }
   mprof_guard_leave(countdown);
+  shield_down(&shield);
   return ok;
 }
 

@@ -22,6 +22,7 @@
  *                           then mi_prof_stop() and mi_prof_dump(STOP)
  *   distinct N SIZE         N blocks of SIZE + (i % 1024) bytes through N distinct stacks (walkers below),
  *                           kept live until exit; the stats right before exit
+ *   cancel                  a thread cancelled inside a dump blocked on a pipe; a later dump works
  *   idle [N]                N distinct live stacks (as distinct), "ready", then waits for stdin's end (the
  *                           test looks at /proc, or sends signals, meanwhile)
  *   own_term replace|chain  installs its own SIGTERM handler, which replaces the library's or calls it too;
@@ -47,6 +48,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -388,6 +390,48 @@ static int mode_distinct(int argc, char **argv)
   return 0;
 }
 
+/* cancel: a thread dumps for ever into a pipe (one page) that nobody reads yet, with 3000 distinct live
+ * stacks at rate 1 so that a profile does not fit; once it has written, it is cancelled, the pipe is
+ * drained until the thread has ended, and a dump to /dev/null must still work. */
+static void *dump_forever(void *arg)
+{
+  int fd = *(int *)arg;
+  for (;;) {
+    mi_prof_dump_fd(fd);
+    pthread_testcancel();
+  }
+  return NULL;
+}
+
+static int mode_cancel(void)
+{
+  if (!mi_prof_start_seeded(1, 7)) die("mi_prof_start_seeded failed");
+  for (size_t i = 0; i < 3000; i++) blocks[n_blocks++] = distinct_block(i, 64);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) die("pipe2");
+  fcntl(fds[1], F_SETPIPE_SZ, 4096);
+  pthread_t th;
+  if (pthread_create(&th, NULL, dump_forever, &fds[1]) != 0) die("pthread_create");
+  char buf[4096];
+  if (read(fds[0], buf, 1) != 1) die("read");        /* the dump is writing */
+  if (pthread_cancel(th) != 0) die("pthread_cancel");
+  if (fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) die("fcntl");
+  void *result = NULL;
+  for (;;) {                                          /* drain until the thread has ended */
+    if (read(fds[0], buf, sizeof buf) > 0) continue;
+    if (pthread_tryjoin_np(th, &result) == 0) break;
+    struct pollfd pf = {.fd = fds[0], .events = POLLIN};
+    poll(&pf, 1, 10);
+  }
+  int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  bool after = null >= 0 && mi_prof_dump_fd(null);
+  for (size_t i = 0; i < n_blocks; i++) free(blocks[i]);
+  n_blocks = 0;
+  mi_prof_stop();
+  printf("cancelled %d\ndump_after %d\n", result == PTHREAD_CANCELED, after);
+  return 0;
+}
+
 static void wait_stdin_end(void)
 {
   char buf[64];
@@ -515,6 +559,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "own_term") == 0) return mode_own_term(argc, argv);
   if (strcmp(mode, "forkplugin") == 0) return mode_forkplugin(argc, argv);
   if (strcmp(mode, "named_malloc") == 0) return mode_named_malloc();
+  if (strcmp(mode, "cancel") == 0) return mode_cancel();
   die("unknown mode");
   return 1;
 }

@@ -303,7 +303,7 @@ START_TEST(dump_errors)
   int pipe_fds[2];
   ck_assert_int_eq(pipe2(pipe_fds, O_CLOEXEC), 0);
   close(pipe_fds[0]);
-  signal(SIGPIPE, SIG_IGN);
+  signal(SIGPIPE, SIG_DFL);            /* EPIPE, not death: the dump blocks SIGPIPE and takes back its own */
   bool root = geteuid() == 0;
 
   bool started = mi_prof_start_seeded(4096, SEED);
@@ -330,6 +330,9 @@ START_TEST(dump_errors)
     ck_assert_msg(!res[i].ok && res[i].err == want[i], "case %zu: ok %d errno %d, want %d", i, res[i].ok,
                   res[i].err, want[i]);
   }
+  sigset_t pending;
+  ck_assert_int_eq(sigpending(&pending), 0);
+  ck_assert_int_eq(sigismember(&pending, SIGPIPE), 0);
   ck_assert_int_eq(access(missing, F_OK), -1);
   ck_assert_int_eq(access(locked, F_OK), -1);
   ck_assert_uint_eq(after.samples, before.samples);
@@ -345,6 +348,21 @@ START_TEST(dump_errors)
   close(ro);
   close(full);
   close(pipe_fds[1]);
+}
+END_TEST
+
+/* A thread cancelled while its dump is blocked in write(2) on a pipe (pprof_probe cancel): cancellation
+ * is off inside a dump (open, write and close are cancellation points; cancelled there, the thread left
+ * dump_lock held and every later dump hung), so the dump finishes once the pipe is drained, the thread
+ * ends at its next cancellation point, and a later dump works. */
+START_TEST(dump_cancelled_thread)
+{
+  probe_run_t r = run_probe((const char *const[]){NULL}, (const char *const[]){"cancel", NULL});
+  probe_assert_exit0(&r, NULL);
+  ck_assert_str_eq(r.err, "");
+  ck_assert_uint_eq(probe_value(&r, "cancelled"), 1);
+  ck_assert_uint_eq(probe_value(&r, "dump_after"), 1);
+  probe_run_free(&r);
 }
 END_TEST
 
@@ -506,6 +524,7 @@ Suite *dump_suite(void)
   tcase_add_test(tc, dump_triggers_signal);
   tcase_add_test(tc, dump_leak_report);
   tcase_add_test(tc, dump_errors);
+  tcase_add_test(tc, dump_cancelled_thread);
   tcase_add_test(tc, dump_error_keeps_existing_path);
   tcase_add_test(tc, dump_errors_automatic);
   tcase_add_test(tc, dump_budget_dropped);
