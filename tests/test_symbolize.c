@@ -204,6 +204,86 @@ START_TEST(symbolize_stripped_debug_dir)
 }
 END_TEST
 
+/* A profile from elsewhere may name anything as a mapping's file: a FIFO there must not block the
+ * command (its open() would wait for a writer for ever), a device is not opened.  Both mappings stay
+ * unnamed, said as such, and the profile keeps its samples.  (The watchdog ends a hung command.) */
+START_TEST(symbolize_fifo_mapping)
+{
+  char dir[PATH_MAX], fifo[PATH_MAX + 8], raw[PATH_MAX + 16], out[PATH_MAX + 16], want[PATH_MAX + 64];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  pbuild_t *b = pbuild_new_heap(524288);
+  ck_assert_ptr_nonnull(b);
+  char *strings[] = {"", fifo, "/dev/zero", "00112233445566778899aabbccddeeff00112233"};
+  profile_t mp = PERFTOOLS__PROFILES__PROFILE__INIT;
+  mp.string_table = strings;
+  mp.n_string_table = 4;
+  for (int k = 0; k < 2; k++) {
+    mapping_t m = PERFTOOLS__PROFILES__MAPPING__INIT;
+    int64_t delta;
+    m.memory_start = 0x400000 + 0x200000 * (uint64_t)k;
+    m.memory_limit = m.memory_start + 0x100000;
+    m.filename = 1 + k;
+    m.build_id = k == 0 ? 3 : 0;            /* pb_mapping merges mappings of one build ID */
+    uint64_t loc = pb_location(b, pb_mapping(b, &mp, &m, &delta), m.memory_start + 0x1234, NULL, 0);
+    pb_sample(b, &loc, 1, (int64_t[]){1, 100 + k, 1, 100 + k}, 1);
+  }
+  snprintf(raw, sizeof raw, "%s/raw.pb.gz", dir);
+  snprintf(out, sizeof out, "%s/out.pb.gz", dir);
+  char err[512];
+  ck_assert_msg(profile_write(pbuild_profile(b), raw, err, sizeof err) == 0, "%s", err);
+  pbuild_free(b);
+  probe_opts_t o = {.env = (const char *const[]){"DEBUGINFOD_URLS", NULL}, .watchdog_s = 60};
+  probe_run_t r = probe_run(probe_getenv("MPROF_TEST_TOOL"), (const char *const[]){"symbolize", "-o", out, raw, NULL}, &o);
+  probe_assert_exit0(&r, "symbolize (a FIFO as a mapping's file)");
+  snprintf(want, sizeof want, "1 in %s: not a regular file (a FIFO", fifo);
+  ck_assert_msg(strstr(r.err, want) != NULL, "no '%s' in:\n%s", want, r.err);
+  ck_assert_msg(strstr(r.err, "1 in /dev/zero: not a regular file (a device") != NULL, "%s", r.err);
+  ck_assert_msg(strstr(r.err, "0 of 2 locations named") != NULL, "%s", r.err);
+  probe_run_free(&r);
+  profile_t *p = tool_profile(out);
+  ck_assert_uint_eq(p->n_sample, 2);
+  ck_assert_uint_eq(p->n_location, 2);
+  int64_t sum = 0;
+  for (size_t i = 0; i < p->n_sample; i++) sum += p->sample[i]->value[3];
+  ck_assert_int_eq(sum, 201);
+  for (size_t i = 0; i < p->n_location; i++) ck_assert_uint_eq(p->location[i]->n_line, 0);
+  profile_free(p);
+}
+END_TEST
+
+/* Debug files found by .gnu_debuglink: the search path's first entry is the file's own directory, where
+ * a FIFO of that name is skipped without blocking; the next, .debug, has the real ones. */
+START_TEST(symbolize_debuglink_fifo)
+{
+  char dir[PATH_MAX], ids[2][128], path[PATH_MAX + 64], link[PATH_MAX + 64], raw[PATH_MAX + 16], out[PATH_MAX + 16];
+  tool_tmpdir(dir, sizeof dir);
+  stripped_profile(dir, ids);
+  snprintf(path, sizeof path, "%s/bin/.debug", dir);
+  ck_assert_int_eq(mkdir(path, 0755), 0);
+  static const char *const names[2] = {"sym_prog", "libsym_lib.so"};
+  for (int k = 0; k < 2; k++) {
+    char bin[PATH_MAX + 32], dbg[PATH_MAX + 32], to[PATH_MAX + 64];
+    snprintf(bin, sizeof bin, "%s/bin/%s", dir, names[k]);
+    snprintf(dbg, sizeof dbg, "%s/debug/%s.debug", dir, names[k]);
+    snprintf(link, sizeof link, "--add-gnu-debuglink=%s", dbg);
+    sh((const char *const[]){"/usr/bin/objcopy", link, bin, NULL});
+    snprintf(to, sizeof to, "%s/bin/.debug/%s.debug", dir, names[k]);
+    sh((const char *const[]){"/bin/cp", dbg, to, NULL});
+    snprintf(to, sizeof to, "%s/bin/%s.debug", dir, names[k]);
+    ck_assert_int_eq(mkfifo(to, 0600), 0);
+  }
+  snprintf(raw, sizeof raw, "%s/raw.pb.gz", dir);
+  snprintf(out, sizeof out, "%s/named.pb.gz", dir);
+  probe_opts_t o = {.env = (const char *const[]){"DEBUGINFOD_URLS", NULL}, .watchdog_s = 60};
+  probe_run_t r = probe_run(probe_getenv("MPROF_TEST_TOOL"), (const char *const[]){"symbolize", "-o", out, raw, NULL}, &o);
+  probe_assert_exit0(&r, "symbolize (debuglink)");
+  probe_run_free(&r);
+  assert_named(out);
+}
+END_TEST
+
 /* A free TCP port on the loopback interface (the kernel picks it). */
 static int free_port(void)
 {
@@ -345,6 +425,8 @@ Suite *symbolize_suite(void)
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, symbolize_unstripped);
   tcase_add_test(tc, symbolize_stripped_debug_dir);
+  tcase_add_test(tc, symbolize_fifo_mapping);
+  tcase_add_test(tc, symbolize_debuglink_fifo);
   tcase_add_test(tc, symbolize_debuginfod);
   tcase_add_test(tc, symbolize_python3_dbg);
   suite_add_tcase(s, tc);

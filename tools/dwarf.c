@@ -6,7 +6,13 @@
  * file, which has the same program headers, symbol table and DWARF) in each debug directory
  * (--debug-dir, then /usr/lib/debug); else debuginfod.  So a profile from another machine symbolizes
  * wherever the same files or their debug files are.  Separate debug information of a file found this
- * way is looked up by libdwfl (.gnu_debuglink, build ID in the same directories), then by debuginfod.
+ * way is looked up by build ID in the same directories, then by its .gnu_debuglink name (beside the file,
+ * in its .debug subdirectory, under each debug directory), then by debuginfod.
+ *
+ * The paths come from a profile, maybe from another machine: no open here may block or touch anything
+ * but a regular file (a FIFO at a mapping's path would block open() for ever, a device's open may act),
+ * so each is checked with stat() before and fstat() after an O_NONBLOCK open (open_regular).  That is
+ * why the separate debug file is found here and not by libdwfl's standard callback, whose open() blocks.
  *
  * Each object gets a Dwfl of its own, reported at its link-time addresses (bias 0): profiles merged from
  * several processes may hold objects whose addresses overlap, and a profile's address is turned into a
@@ -32,7 +38,9 @@
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 typedef struct sym_entry_s {
   GElf_Addr   start, end;
@@ -88,25 +96,9 @@ void sym_finish(void)
   debuginfo_path = NULL;
 }
 
-/* libdwfl's search (debuglink, build ID under the path), then debuginfod. */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                           const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
-                          char **debuginfo_file_name)
-{
-  int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
-                                        debuginfo_file_name);
-  if (fd >= 0) return fd;
-  const unsigned char *bits;
-  GElf_Addr vaddr;
-  int len = dwfl_module_build_id(mod, &bits, &vaddr);
-  debuginfod_client *c = debuginfod_get();
-  if (len <= 0 || c == NULL) return -1;
-  char *path = NULL;
-  fd = debuginfod_find_debuginfo(c, bits, len, &path);
-  if (fd < 0) return -1;
-  *debuginfo_file_name = path;
-  return fd;
-}
+                          char **debuginfo_file_name);
 
 static const Dwfl_Callbacks callbacks = {
   .find_elf = dwfl_build_id_find_elf,
@@ -147,6 +139,37 @@ static void hex(const unsigned char *bits, size_t n, char *out, size_t len)
   out[o] = '\0';
 }
 
+/* What a file that is not a regular one is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/* Opens a regular file for reading without ever blocking: stat() first, so that nothing else is opened
+ * at all, then O_NONBLOCK (in case a FIFO took the name in between) and fstat() on what was opened.
+ * -1 when it cannot be opened or is not a regular file; then *kind (when not NULL) is what it is, or
+ * NULL when there is nothing readable under the name. */
+static int open_regular(const char *path, const char **kind)
+{
+  struct stat st;
+  int fd = -1;
+  if (kind != NULL) *kind = NULL;
+  if (stat(path, &st) != 0) return -1;
+  if (S_ISREG(st.st_mode)) fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd >= 0 && fstat(fd, &st) != 0) st.st_mode = 0;
+  if (!S_ISREG(st.st_mode)) {
+    if (kind != NULL) *kind = file_kind(st.st_mode);
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 /* The build ID of the ELF file open on fd, as hex ("" when it has none); false when not ELF. */
 static bool file_build_id(int fd, char *out, size_t len)
 {
@@ -163,11 +186,19 @@ static bool file_build_id(int fd, char *out, size_t len)
   return true;
 }
 
-/* A file named by build ID in the debug directories (executable first, then debug file). */
-static int open_by_build_id(const char *build_id, char *path, size_t len)
+/* A build ID as a profile gives it is a file name below .build-id/: hex digits only (no '/', no ".."). */
+static bool valid_build_id(const char *build_id)
+{
+  size_t n = strlen(build_id);
+  return n >= 4 && n <= 128 && strspn(build_id, "0123456789abcdefABCDEF") == n;
+}
+
+/* A file named by build ID in the debug directories: the executable (when `executable`), then the
+ * debug file. */
+static int open_by_build_id(const char *build_id, bool executable, char *path, size_t len)
 {
   char *dirs = strdup(debuginfo_path), *save = NULL;
-  if (dirs == NULL || strlen(build_id) < 4) {
+  if (dirs == NULL || !valid_build_id(build_id)) {
     free(dirs);
     return -1;
   }
@@ -175,13 +206,104 @@ static int open_by_build_id(const char *build_id, char *path, size_t len)
   for (char *d = strtok_r(dirs, ":", &save); d != NULL && fd < 0; d = strtok_r(NULL, ":", &save)) {
     if (d[0] != '/') continue;                /* relative entries are relative to the file, absent here */
     static const char *const suffix[] = {"", ".debug"};
-    for (size_t i = 0; i < 2 && fd < 0; i++) {
+    for (size_t i = executable ? 0 : 1; i < 2 && fd < 0; i++) {
       snprintf(path, len, "%s/.build-id/%.2s/%s%s", d, build_id, build_id + 2, suffix[i]);
-      fd = open(path, O_RDONLY | O_CLOEXEC);
+      fd = open_regular(path, NULL);
     }
   }
   free(dirs);
   return fd;
+}
+
+/* Whether the file open on fd is the separate debug file of `mod`: the same build ID when the module
+ * has one, else the CRC-32 its .gnu_debuglink gives (0: unchecked); never the main file itself. */
+static bool debug_file_matches(Dwfl_Module *mod, int fd, GElf_Word crc)
+{
+  const unsigned char *bits;
+  GElf_Addr vaddr;
+  int n = dwfl_module_build_id(mod, &bits, &vaddr);
+  const char *main_name = NULL;
+  dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &main_name, NULL);
+  struct stat a, b;
+  if (main_name != NULL && stat(main_name, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+      a.st_ino == b.st_ino)
+    return false;
+  if (n > 0) {
+    char want[160], got[160];
+    hex(bits, (size_t)n, want, sizeof want);
+    return file_build_id(fd, got, sizeof got) && strcmp(got, want) == 0;
+  }
+  if (crc == 0) return true;
+  uLong sum = crc32(0, Z_NULL, 0);
+  unsigned char buf[65536];
+  ssize_t r;
+  off_t off = 0;
+  while ((r = pread(fd, buf, sizeof buf, off)) > 0) {
+    sum = crc32(sum, buf, (uInt)r);
+    off += r;
+  }
+  return r == 0 && (GElf_Word)sum == crc;
+}
+
+/* The separate debug file of a module: by build ID in the debug directories, then by its
+ * .gnu_debuglink name in each entry of the search path in turn (an empty one: beside the file; a
+ * relative one, ".debug": that subdirectory of the file's directory; an absolute one: DIR/FILE'S-DIR/
+ * NAME), then from debuginfod. */
+static int find_debug_file(Dwfl_Module *mod, const char *file_name, const char *debuglink, GElf_Word crc,
+                           char **found)
+{
+  char path[8192];
+  const unsigned char *bits;
+  GElf_Addr vaddr;
+  int n = dwfl_module_build_id(mod, &bits, &vaddr), fd = -1;
+  if (n > 0 && n <= 64) {
+    char id[160];
+    hex(bits, (size_t)n, id, sizeof id);
+    if ((fd = open_by_build_id(id, false, path, sizeof path)) >= 0 && !debug_file_matches(mod, fd, crc)) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  const char *slash = file_name ? strrchr(file_name, '/') : NULL;
+  if (fd < 0 && debuglink != NULL && slash != NULL) {
+    int dir_len = (int)(slash - file_name);
+    char *dirs = strdup(debuginfo_path), *rest = dirs, *d;
+    while (fd < 0 && rest != NULL && (d = strsep(&rest, ":")) != NULL) {
+      if (d[0] == '\0') snprintf(path, sizeof path, "%.*s/%s", dir_len, file_name, debuglink);   /* beside it */
+      else if (d[0] != '/') snprintf(path, sizeof path, "%.*s/%s/%s", dir_len, file_name, d, debuglink);
+      else if (file_name[0] == '/') snprintf(path, sizeof path, "%s%.*s/%s", d, dir_len, file_name, debuglink);
+      else continue;
+      if ((fd = open_regular(path, NULL)) >= 0 && !debug_file_matches(mod, fd, crc)) {
+        close(fd);
+        fd = -1;
+      }
+    }
+    free(dirs);
+  }
+  if (fd >= 0) {
+    *found = strdup(path);
+    return fd;
+  }
+  debuginfod_client *c = debuginfod_get();
+  if (n <= 0 || c == NULL || (fd = debuginfod_find_debuginfo(c, bits, n, found)) < 0) return -1;
+  return fd;
+}
+
+/* libdwfl's callback for separate debug information.  It calls it for the module's debug file, and
+ * again with the name in the debug file's .gnu_debugaltlink (dwz's shared file); that one is named by a
+ * file found here, not by the profile, and libdwfl's standard search (which knows its rules) finds it. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+                          char **debuginfo_file_name)
+{
+  Dwarf_Addr bias;
+  Elf *elf = dwfl_module_getelf(mod, &bias);
+  GElf_Word crc = 0;
+  const char *link = elf != NULL ? dwelf_elf_gnu_debuglink(elf, &crc) : NULL;
+  if (debuglink_file != NULL && (link == NULL || strcmp(link, debuglink_file) != 0 || crc != debuglink_crc))
+    return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+                                        debuginfo_file_name);
+  return find_debug_file(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
 }
 
 static int hex_to_bits(const char *h, unsigned char *bits, size_t max)
@@ -299,7 +421,12 @@ sym_obj_t *sym_obj_open(const char *path, const char *build_id, const sym_opts_t
   char file[4096], found_id[160];
   detail[0] = '\0';
   *status = SYM_NO_FILE;
-  int fd = path[0] != '\0' ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  const char *kind = NULL;
+  int fd = path[0] != '\0' ? open_regular(path, &kind) : -1;
+  if (kind != NULL) {
+    *status = SYM_NOT_REGULAR;
+    snprintf(detail, detail_len, "%s", kind);
+  }
   if (fd >= 0) {
     if (!file_build_id(fd, found_id, sizeof found_id)) {
       *status = SYM_NOT_ELF;
@@ -314,8 +441,8 @@ sym_obj_t *sym_obj_open(const char *path, const char *build_id, const sym_opts_t
       snprintf(file, sizeof file, "%s", path);
     }
   }
-  if (fd < 0 && build_id[0] != '\0') {
-    fd = open_by_build_id(build_id, file, sizeof file);
+  if (fd < 0 && valid_build_id(build_id)) {
+    fd = open_by_build_id(build_id, true, file, sizeof file);
     if (fd < 0) fd = open_from_debuginfod(build_id, file, sizeof file);
   }
   if (fd < 0) return NULL;

@@ -11,6 +11,8 @@ typedef enum sym_status_e {
   SYM_MISMATCH,                 /* the file at the path has another build ID, none with the right one */
   SYM_NO_SYMBOLS,               /* found, but without symbol table or debug information */
   SYM_NOT_ELF,                  /* the file is not an ELF object, or its segments do not match */
+  SYM_NOT_REGULAR,              /* something else is at the path (a FIFO, a device...: never opened), and no
+                                   file has the build ID */
 } sym_status_t;
 
 typedef struct sym_obj_s sym_obj_t;

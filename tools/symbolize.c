@@ -195,6 +195,10 @@ static void print_report(const char *path, const report_t *r, const object_t *ob
         fprintf(stderr, "  %zu in %s: not an ELF object whose segments match the mapping (%s)\n", ob->unnamed,
                 ob->path, ob->detail[0] ? ob->detail : ob->path);
         break;
+      case SYM_NOT_REGULAR:
+        fprintf(stderr, "  %zu in %s: not a regular file (%s: not read), and no file with build ID %s was found\n",
+                ob->unnamed, ob->path, ob->detail, bid);
+        break;
       case SYM_FOUND: break;
       }
     }
