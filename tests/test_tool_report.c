@@ -167,6 +167,44 @@ START_TEST(tool_report_diff_and_merge)
 }
 END_TEST
 
+/* A profile of two sample types (alloc_objects, alloc_space) next to one of four: diff and merge refuse,
+ * naming both lists (the message once printed whatever was on the stack). */
+START_TEST(tool_report_different_types)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16], q[PATH_MAX + 16], m[PATH_MAX + 16], want[2 * PATH_MAX + 200];
+  base_profile(dir, sizeof dir, p, sizeof p);
+  snprintf(q, sizeof q, "%s/two.pb.gz", dir);
+  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes"};
+  value_type_t vt[2] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT, PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
+  value_type_t *vtp[2] = {&vt[0], &vt[1]};
+  vt[0].type = 1, vt[0].unit = 2, vt[1].type = 3, vt[1].unit = 4;
+  profile_t h = PERFTOOLS__PROFILES__PROFILE__INIT;
+  h.string_table = strings;
+  h.n_string_table = 5;
+  h.sample_type = vtp;
+  h.n_sample_type = 2;
+  pbuild_t *b = pbuild_new(&h);
+  ck_assert_ptr_nonnull(b);
+  uint64_t loc = pb_location(b, 0, 0x1000, &(pb_line_t){pb_function(b, "main", NULL, "", 0), 0}, 1);
+  pb_sample(b, &loc, 1, (int64_t[]){1, 4096}, 1);
+  char err[512];
+  ck_assert_msg(profile_write(pbuild_profile(b), q, err, sizeof err) == 0, "%s", err);
+  pbuild_free(b);
+  snprintf(m, sizeof m, "%s/out.pb.gz", dir);
+  static const char *const cmds[2] = {"diff", "merge"};
+  for (int k = 0; k < 2; k++) {
+    probe_run_t r = tool_run((const char *const[]){cmds[k], "-o", m, p, q, NULL}, NULL);
+    ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1, "%s: status %d\n%s", cmds[k], r.status, r.err);
+    snprintf(want, sizeof want, "mimalloc-prof %s: %s and %s cannot be %s: different sample types (alloc_objects, "
+             "alloc_space, inuse_objects, inuse_space; alloc_objects, alloc_space)\n", cmds[k], p, q,
+             k == 0 ? "compared" : "merged");
+    ck_assert_str_eq(r.err, want);
+    ck_assert(!tool_exists(m));
+    probe_run_free(&r);
+  }
+}
+END_TEST
+
 /* symbolize leaves the library's dropped-sample location and names it cannot improve alone, and says
  * why the program's file gave nothing. */
 START_TEST(tool_report_symbolize_leaves_named)
@@ -208,6 +246,7 @@ Suite *tool_report_suite(void)
   tcase_add_test(tc, tool_report_inuse_hint);
   tcase_add_test(tc, tool_report_folded_and_tree);
   tcase_add_test(tc, tool_report_diff_and_merge);
+  tcase_add_test(tc, tool_report_different_types);
   tcase_add_test(tc, tool_report_symbolize_leaves_named);
   suite_add_tcase(s, tc);
   return s;

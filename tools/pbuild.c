@@ -381,8 +381,9 @@ void pb_keep_max_period(pbuild_t *b, const profile_t *p)
 bool profile_compatible(const profile_t *a, const profile_t *b, char *why, size_t why_len)
 {
   char ta[256], tb[256];
-  if (a->n_sample_type != b->n_sample_type ||
-      strcmp(profile_sample_types(a, ta, sizeof ta), profile_sample_types(b, tb, sizeof tb)) != 0) {
+  profile_sample_types(a, ta, sizeof ta);                /* both, before any comparison can stop early */
+  profile_sample_types(b, tb, sizeof tb);
+  if (a->n_sample_type != b->n_sample_type || strcmp(ta, tb) != 0) {
     snprintf(why, why_len, "different sample types (%s; %s)", ta, tb);
     return false;
   }
