@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "suites.h"
 #include "tool_util.h"
@@ -205,6 +206,83 @@ START_TEST(tool_report_different_types)
 }
 END_TEST
 
+/* One sample of DEEP frames named f00000 (outermost) .. f99999 (innermost), 1 MiB: as DEEP locations of
+ * one line each, or (inlines) as one location with DEEP lines. */
+#define DEEP 100000
+static void deep_profile(const char *path, bool inlines)
+{
+  pbuild_t *b = pbuild_new_heap(524288);
+  ck_assert_ptr_nonnull(b);
+  uint64_t *ids = malloc(DEEP * sizeof *ids);
+  pb_line_t *lines = malloc(DEEP * sizeof *lines);
+  ck_assert(ids != NULL && lines != NULL);
+  for (size_t k = 0; k < DEEP; k++) {                     /* innermost first */
+    char name[16];
+    snprintf(name, sizeof name, "f%05zu", DEEP - 1 - k);
+    lines[k] = (pb_line_t){pb_function(b, name, NULL, "", 0), 0};
+    if (!inlines) ids[k] = pb_location(b, 0, 0x1000 + 16 * k, &lines[k], 1);
+  }
+  if (inlines) ids[0] = pb_location(b, 0, 0x1000, lines, DEEP);
+  pb_sample(b, ids, inlines ? 1 : DEEP, (int64_t[]){1, MiB, 1, MiB}, 1);
+  ck_assert(!pbuild_failed(b));
+  char err[512];
+  ck_assert_msg(profile_write(pbuild_profile(b), path, err, sizeof err) == 0, "%s", err);
+  pbuild_free(b);
+  free(ids);
+  free(lines);
+}
+
+static size_t count(const char *text, const char *what)
+{
+  size_t n = 0;
+  for (const char *s = strstr(text, what); s != NULL; s = strstr(s + 1, what)) n++;
+  return n;
+}
+
+/* The call tree's walks (flame, tree both ways) and folded on stacks of 100,000 frames, in a child whose
+ * stack is 256 KiB: a walk that recursed once per level needed about 100 bytes of stack a level (it
+ * crashed at 2,000 levels with this limit, at 60,000 with the usual 8 MiB).  One path without branches:
+ * every line of tree at one indentation, one flame frame per level. */
+START_TEST(tool_report_deep_stacks)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16], svg[PATH_MAX + 16], want[64];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(p, sizeof p, "%s/deep.pb.gz", dir);
+  snprintf(svg, sizeof svg, "%s/deep.svg", dir);
+  probe_opts_t o = {.stack_limit = 256 * 1024, .watchdog_s = 120};
+  const char *tool = probe_getenv("MPROF_TEST_TOOL");
+  for (int inlines = 0; inlines < 2; inlines++) {
+    deep_profile(p, inlines);
+    probe_run_t r = probe_run(tool, (const char *const[]){"flame", "-o", svg, p, NULL}, &o);
+    probe_assert_exit0(&r, "flame");
+    probe_run_free(&r);
+    r = probe_run("/bin/cat", (const char *const[]){svg, NULL}, NULL);
+    ck_assert_uint_eq(count(r.out, "<g class=\"f\""), DEEP + 1);      /* "all", then each level */
+    snprintf(want, sizeof want, "data-n=\"f%05d\"", DEEP - 1);
+    ck_assert_msg(strstr(r.out, "data-d=\"100000\"") != NULL && strstr(r.out, want) != NULL, "no deepest frame");
+    ck_assert(strlen(r.out) > 7 && strcmp(r.out + strlen(r.out) - 7, "</svg>\n") == 0);
+    probe_run_free(&r);
+    ck_assert_int_eq(unlink(svg), 0);
+    for (int callees = 0; callees < 2; callees++) {
+      const char *const args[] = {"tree", "--min", "0", "--depth", "100000", p, callees ? "--callees" : NULL, NULL};
+      r = probe_run(tool, args, &o);
+      probe_assert_exit0(&r, "tree");
+      ck_assert_uint_eq(probe_count_lines(r.out), 1 + DEEP);
+      ck_assert_uint_eq(count(r.out, "\n  1.00 MiB 100.0%  f"), DEEP);
+      snprintf(want, sizeof want, "\n  1.00 MiB 100.0%%  f%05d\n", callees ? DEEP - 1 : 0);    /* the last line */
+      ck_assert_msg(strlen(r.out) > strlen(want) && strcmp(r.out + strlen(r.out) - strlen(want), want) == 0,
+                    "does not end with '%s'", want + 1);
+      probe_run_free(&r);
+    }
+    r = probe_run(tool, (const char *const[]){"folded", p, NULL}, &o);
+    probe_assert_exit0(&r, "folded");
+    ck_assert_uint_eq(strlen(r.out), (size_t)DEEP * 7 + strlen("1048576\n"));   /* "fNNNNN;" or "fNNNNN " */
+    ck_assert(strncmp(r.out, "f00000;f00001;", 14) == 0 && strstr(r.out, ";f99999 1048576\n") != NULL);
+    probe_run_free(&r);
+  }
+}
+END_TEST
+
 /* symbolize leaves the library's dropped-sample location and names it cannot improve alone, and says
  * why the program's file gave nothing. */
 START_TEST(tool_report_symbolize_leaves_named)
@@ -247,6 +325,7 @@ Suite *tool_report_suite(void)
   tcase_add_test(tc, tool_report_folded_and_tree);
   tcase_add_test(tc, tool_report_diff_and_merge);
   tcase_add_test(tc, tool_report_different_types);
+  tcase_add_test(tc, tool_report_deep_stacks);
   tcase_add_test(tc, tool_report_symbolize_leaves_named);
   suite_add_tcase(s, tc);
   return s;

@@ -72,11 +72,12 @@ typedef struct layout_s {
   const ctree_t *t;
 } layout_t;
 
-static void frame(const layout_t *l, uint32_t id, double x, unsigned depth)
+/* One frame's rectangle; false when it is too narrow to draw (nor are its callees, then). */
+static bool frame(const layout_t *l, uint32_t id, double x, unsigned depth)
 {
   const ctree_node_t *n = &l->t->nodes[id];
   double w = (double)n->value / (double)l->v->total;
-  if (w * (WIDTH - 2 * PAD) < MIN_PX) return;
+  if (w * (WIDTH - 2 * PAD) < MIN_PX) return false;
   const char *name = id == 0 ? "all" : l->v->names[n->name];
   char fill[32], amount[32];
   colour(l->v, id == 0 ? UINT32_MAX : n->name, fill, sizeof fill);
@@ -90,12 +91,37 @@ static void frame(const layout_t *l, uint32_t id, double x, unsigned depth)
   fprintf(l->f, ": %s (%.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>",
           view_value(l->v, n->value, amount, sizeof amount), 100 * w, px, y, pw, FRAME_H - 1, fill);
   fprintf(l->f, "<text x=\"%.2f\" y=\"%d\"></text></g>\n", px + 3, y + FRAME_H - 5);
-  double cx = x;
-  for (uint32_t c = n->first_child; c != 0; c = l->t->nodes[c].next_sibling) {
-    if (l->t->nodes[c].value <= 0) continue;
-    frame(l, c, cx, depth + 1);
-    cx += (double)l->t->nodes[c].value / (double)l->v->total;
+  return true;
+}
+
+/* Every frame, callers before their callees, each level's callees left to right.  The walk keeps its
+ * own stack on the heap, one entry per level: a profile's stacks may be far deeper than the thread's. */
+typedef struct walk_s {
+  uint32_t next;                 /* the next callee to draw, 0 when done */
+  double   x;                    /* where it starts */
+} walk_t;
+
+static void frames(const layout_t *l)
+{
+  const ctree_node_t *nodes = l->t->nodes;
+  walk_t *stack = malloc(((size_t)l->t->max_depth + 2) * sizeof *stack);
+  if (stack == NULL) abort();
+  size_t n = 0;
+  if (frame(l, 0, 0.0, 0)) stack[n++] = (walk_t){nodes[0].first_child, 0.0};
+  while (n > 0) {
+    walk_t *top = &stack[n - 1];
+    while (top->next != 0 && nodes[top->next].value <= 0) top->next = nodes[top->next].next_sibling;
+    if (top->next == 0) {
+      n--;
+      continue;
+    }
+    uint32_t c = top->next;
+    double x = top->x;
+    top->next = nodes[c].next_sibling;
+    top->x += (double)nodes[c].value / (double)l->v->total;
+    if (frame(l, c, x, (unsigned)n)) stack[n++] = (walk_t){nodes[c].first_child, x};
   }
+  free(stack);
 }
 
 static void write_svg(FILE *f, const view_t *v, const ctree_t *t, const char *title)
@@ -126,7 +152,7 @@ static void write_svg(FILE *f, const view_t *v, const ctree_t *t, const char *ti
              "<text id=\"matched\" x=\"%d\" y=\"%d\" text-anchor=\"end\"></text>\n<g id=\"frames\">\n",
           PAD, WIDTH - PAD, PAD, TOP - 10, WIDTH - PAD, TOP - 10);
   layout_t l = {f, v, t};
-  if (v->total > 0) frame(&l, 0, 0.0, 0);
+  if (v->total > 0) frames(&l);
   fputs("</g>\n<script type=\"text/ecmascript\"><![CDATA[\n", f);
   fputs(flame_js, f);
   fputs("]]></script>\n</svg>\n", f);

@@ -26,28 +26,62 @@ typedef struct printer_s {
   long           depth;
 } printer_t;
 
-static void print_node(const printer_t *pr, uint32_t id, int level)
+/* A node's line; then the level its children go to, and what its hidden children hold. */
+typedef struct level_s {
+  uint32_t next;                 /* the next child to look at, 0 when done */
+  int      level, child_level;
+  int64_t  hidden;
+  size_t   n_hidden;
+} level_t;
+
+static bool shown(const printer_t *pr, const ctree_node_t *n)
+{
+  return n->value >= pr->min && n->value > 0;
+}
+
+static level_t print_line(const printer_t *pr, uint32_t id, int level)
 {
   const ctree_node_t *n = &pr->t->nodes[id];
   char value[32];
   double share = pr->v->total ? 100.0 * (double)n->value / (double)pr->v->total : 0.0;
   printf("%10s %5.1f%%  %*s%s\n", view_value(pr->v, n->value, value, sizeof value), share, 2 * level, "",
          pr->v->names[n->name]);
-  if (n->depth >= pr->depth) return;
-  int64_t hidden = 0;
-  size_t n_hidden = 0, n_shown = 0;
+  level_t l = {0, level, level, 0, 0};
+  if (n->depth >= pr->depth) return l;
+  size_t n_shown = 0;
   for (uint32_t c = n->first_child; c != 0; c = pr->t->nodes[c].next_sibling) {
-    if (pr->t->nodes[c].value >= pr->min && pr->t->nodes[c].value > 0) n_shown++;
-    else hidden += pr->t->nodes[c].value, n_hidden++;
+    if (shown(pr, &pr->t->nodes[c])) n_shown++;
+    else l.hidden += pr->t->nodes[c].value, l.n_hidden++;
   }
   /* A path without branches stays at one indentation: only where stacks part does it step in. */
-  int next = n_shown == 1 && n_hidden == 0 && n->self == 0 ? level : level + 1;
-  for (uint32_t c = n->first_child; c != 0; c = pr->t->nodes[c].next_sibling) {
-    if (pr->t->nodes[c].value >= pr->min && pr->t->nodes[c].value > 0) print_node(pr, c, next);
+  l.child_level = n_shown == 1 && l.n_hidden == 0 && n->self == 0 ? level : level + 1;
+  l.next = n->first_child;
+  return l;
+}
+
+/* A root and what is below it, depth first.  The walk keeps its own stack on the heap, one entry per
+ * level (--depth may be 100000, a profile's stacks as deep). */
+static void print_tree(const printer_t *pr, uint32_t root, level_t *stack)
+{
+  size_t n = 0;
+  stack[n++] = print_line(pr, root, 0);
+  while (n > 0) {
+    level_t *top = &stack[n - 1];
+    while (top->next != 0 && !shown(pr, &pr->t->nodes[top->next])) top->next = pr->t->nodes[top->next].next_sibling;
+    if (top->next != 0) {
+      uint32_t c = top->next;
+      top->next = pr->t->nodes[c].next_sibling;
+      stack[n] = print_line(pr, c, top->child_level);
+      n++;
+      continue;
+    }
+    char value[32];
+    if (top->n_hidden != 0)
+      printf("%10s %5.1f%%  %*s(%zu more below the --min share)\n", view_value(pr->v, top->hidden, value, sizeof value),
+             pr->v->total ? 100.0 * (double)top->hidden / (double)pr->v->total : 0.0, 2 * top->child_level, "",
+             top->n_hidden);
+    n--;
   }
-  if (n_hidden != 0)
-    printf("%10s %5.1f%%  %*s(%zu more below the --min share)\n", view_value(pr->v, hidden, value, sizeof value),
-           pr->v->total ? 100.0 * (double)hidden / (double)pr->v->total : 0.0, 2 * next, "", n_hidden);
 }
 
 int cmd_tree(int argc, char **argv)
@@ -93,11 +127,14 @@ int cmd_tree(int argc, char **argv)
          100 * o.min_share);
   printer_t pr = {&v, &t, (int64_t)(o.min_share * (double)v.total), depth};
   long roots = 0;
+  level_t *stack = malloc(((size_t)t.max_depth + 2) * sizeof *stack);
+  if (stack == NULL) abort();
   for (uint32_t r = t.nodes[0].first_child; r != 0 && roots < o.rows; r = t.nodes[r].next_sibling) {
     if (t.nodes[r].value < pr.min || t.nodes[r].value <= 0) break;
-    print_node(&pr, r, 0);
+    print_tree(&pr, r, stack);
     roots++;
   }
+  free(stack);
   view_hint(&v, &o, stdout);
   ctree_free(&t);
   view_close(&v);
