@@ -2,6 +2,7 @@
  * values are known exactly (tool_synthetic), and symbolize's rules for what it must leave alone. */
 #define _GNU_SOURCE
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +284,42 @@ START_TEST(tool_report_deep_stacks)
 }
 END_TEST
 
+/* Values at the ends of int64_t: sums stop there (two sites of INT64_MAX bytes once added up to -2 B),
+ * and INT64_MIN bytes print as the opposite of INT64_MAX (8192 PiB = 2^63 B, rounded). */
+START_TEST(tool_report_extreme_values)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16], q[PATH_MAX + 16], m[PATH_MAX + 16];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(p, sizeof p, "%s/max.pb.gz", dir);
+  snprintf(q, sizeof q, "%s/min.pb.gz", dir);
+  snprintf(m, sizeof m, "%s/merged.pb.gz", dir);
+  const tool_stack_t max[] = {{"main;big", INT64_MAX, INT64_MAX}, {"main;other", INT64_MAX, INT64_MAX}};
+  const tool_stack_t min[] = {{"main;small", INT64_MIN, INT64_MIN}};
+  tool_synthetic(p, max, 2, 0x400000, NULL);
+  tool_synthetic(q, min, 1, 0x400000, NULL);
+  probe_run_t r = run_ok((const char *const[]){"top", p, NULL});
+  ck_assert_msg(strstr(r.out, "inuse_space, 8192 PiB in 2 stacks") != NULL, "%s", r.out);
+  assert_row(r.out, "big", "8192 PiB 100.0% 100.0% 8192 PiB 100.0% big");
+  assert_row(r.out, "other", "8192 PiB 100.0% 100.0% 8192 PiB 100.0% other");
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"folded", p, NULL});
+  ck_assert_str_eq(r.out, "main;big 9223372036854775807\nmain;other 9223372036854775807\n");
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"top", q, NULL});
+  assert_row(r.out, "small", "-8192 PiB 100.0% 100.0% -8192 PiB 100.0% small");
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"merge", "-o", m, p, p, NULL});
+  probe_run_free(&r);
+  profile_t *mp = tool_profile(m);
+  ck_assert_uint_eq(mp->n_sample, 2);
+  for (size_t i = 0; i < mp->n_sample; i++) {
+    ck_assert_int_eq(mp->sample[i]->value[1], INT64_MAX);
+    ck_assert_int_eq(mp->sample[i]->value[3], INT64_MAX);
+  }
+  profile_free(mp);
+}
+END_TEST
+
 /* symbolize leaves the library's dropped-sample location and names it cannot improve alone, and says
  * why the program's file gave nothing. */
 START_TEST(tool_report_symbolize_leaves_named)
@@ -326,6 +363,7 @@ Suite *tool_report_suite(void)
   tcase_add_test(tc, tool_report_diff_and_merge);
   tcase_add_test(tc, tool_report_different_types);
   tcase_add_test(tc, tool_report_deep_stacks);
+  tcase_add_test(tc, tool_report_extreme_values);
   tcase_add_test(tc, tool_report_symbolize_leaves_named);
   suite_add_tcase(s, tc);
   return s;

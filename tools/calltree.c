@@ -53,7 +53,7 @@ static ctree_t *sort_tree;
 static int by_value(const void *a, const void *b)
 {
   const ctree_node_t *x = &sort_tree->nodes[*(const uint32_t *)a], *y = &sort_tree->nodes[*(const uint32_t *)b];
-  int64_t vx = x->value < 0 ? -x->value : x->value, vy = y->value < 0 ? -y->value : y->value;
+  int64_t vx = x->value < 0 ? tool_neg(x->value) : x->value, vy = y->value < 0 ? tool_neg(y->value) : y->value;
   if (vx != vy) return vx < vy ? 1 : -1;
   return x->name < y->name ? -1 : x->name > y->name;
 }
@@ -86,14 +86,14 @@ void ctree_build(ctree_t *t, const view_t *v, bool callers)
   for (size_t s = 0; s < v->n_stacks; s++) {
     const view_stack_t *st = &v->stacks[s];
     uint32_t node = 0;
-    t->nodes[0].value += st->value;
-    t->nodes[0].objects += st->objects;
+    t->nodes[0].value = tool_add(t->nodes[0].value, st->value);
+    t->nodes[0].objects = tool_add(t->nodes[0].objects, st->objects);
     for (uint32_t k = 0; k < st->depth; k++) {
       node = child(t, node, st->frames[callers ? k : st->depth - 1 - k]);
-      t->nodes[node].value += st->value;
-      t->nodes[node].objects += st->objects;
+      t->nodes[node].value = tool_add(t->nodes[node].value, st->value);
+      t->nodes[node].objects = tool_add(t->nodes[node].objects, st->objects);
     }
-    t->nodes[node].self += st->value;
+    t->nodes[node].self = tool_add(t->nodes[node].self, st->value);
   }
   sort_children(t);
 }

@@ -80,11 +80,12 @@ int tool_help(const char *text)
 const char *tool_bytes(int64_t bytes, char *buf, size_t len)
 {
   static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = (double)(bytes < 0 ? -bytes : bytes);
+  uint64_t mag = bytes < 0 ? -(uint64_t)bytes : (uint64_t)bytes;   /* INT64_MIN has no int64_t opposite */
+  double v = (double)mag;
   const char *sign = bytes < 0 ? "-" : "";
   size_t u = 0;
   while (v >= 1024 && u < 5) v /= 1024, u++;
-  if (u == 0) snprintf(buf, len, "%s%lld B", sign, (long long)(bytes < 0 ? -bytes : bytes));
+  if (u == 0) snprintf(buf, len, "%s%llu B", sign, (unsigned long long)mag);
   else if (v < 9.995) snprintf(buf, len, "%s%.2f %s", sign, v, unit[u]);
   else if (v < 99.95) snprintf(buf, len, "%s%.1f %s", sign, v, unit[u]);
   else snprintf(buf, len, "%s%.0f %s", sign, v, unit[u]);

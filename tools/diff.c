@@ -20,8 +20,8 @@ static int by_change(const void *a, const void *b)
 {
   const view_site_t *x = a, *y = b;
   int64_t vx = sort_cum ? x->cum : x->flat, vy = sort_cum ? y->cum : y->flat;
-  vx = vx < 0 ? -vx : vx;
-  vy = vy < 0 ? -vy : vy;
+  vx = vx < 0 ? tool_neg(vx) : vx;
+  vy = vy < 0 ? tool_neg(vy) : vy;
   if (vx != vy) return vx < vy ? 1 : -1;
   return x->name < y->name ? -1 : x->name > y->name;
 }
@@ -31,7 +31,7 @@ static int64_t type_total(const profile_t *p, const char *type)
   size_t i = profile_sample_type(p, type);
   int64_t total = 0;
   for (size_t s = 0; i != SIZE_MAX && s < p->n_sample; s++) {
-    if (i < p->sample[s]->n_value) total += p->sample[s]->value[i];
+    if (i < p->sample[s]->n_value) total = tool_add(total, p->sample[s]->value[i]);
   }
   return total;
 }
@@ -41,7 +41,7 @@ static void print_diff(const view_t *v, const view_opts_t *o, const profile_t *b
   char a[32], b[32], d[32];
   int64_t tb = type_total(base, v->type), tn = type_total(new, v->type);
   printf("%s: %s (BASE) -> %s (NEW), change %s%s\n", v->type, view_value(v, tb, a, sizeof a),
-         view_value(v, tn, b, sizeof b), tn >= tb ? "+" : "", view_value(v, tn - tb, d, sizeof d));
+         view_value(v, tn, b, sizeof b), tn >= tb ? "+" : "", view_value(v, tool_add(tn, tool_neg(tb)), d, sizeof d));
   size_t n;
   view_site_t *sites = view_sites(v, &n);
   sort_cum = o->sort_cum;

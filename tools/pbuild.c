@@ -274,7 +274,8 @@ void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values
   for (size_t i = 0; i < n; i++) hv = mix(hv, ids[i]);
   size_t pos, e = HTAB_FIND(&b->sample_ix, hv, ids_equal(b->samples[x_], ids, n), &pos);
   if (e != SIZE_MAX) {
-    for (size_t k = 0; k < b->n_values; k++) b->samples[e]->value[k] += sign * values[k];
+    for (size_t k = 0; k < b->n_values; k++)
+      b->samples[e]->value[k] = tool_add(b->samples[e]->value[k], sign < 0 ? tool_neg(values[k]) : values[k]);
     return;
   }
   sample_t *s = malloc(sizeof *s);
@@ -287,7 +288,7 @@ void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values
   }
   perftools__profiles__sample__init(s);
   if (n != 0) memcpy(copy, ids, n * sizeof *ids);
-  for (size_t k = 0; k < b->n_values; k++) v[k] = sign * values[k];
+  for (size_t k = 0; k < b->n_values; k++) v[k] = sign < 0 ? tool_neg(values[k]) : values[k];
   s->location_id = copy;
   s->n_location_id = n;
   s->value = v;

@@ -55,6 +55,19 @@ int  tool_help(const char *text);
 const char *tool_bytes(int64_t bytes, char *buf, size_t len);
 /* A count with thousands separators: 1,234,567. */
 const char *tool_count(int64_t n, char *buf, size_t len);
+/* a + b and -a, saturated at INT64_MIN and INT64_MAX: a profile's values may be anything (one from
+ * elsewhere, a diff), and a sum that wrapped around would print as its opposite. */
+static inline int64_t tool_add(int64_t a, int64_t b)
+{
+  int64_t sum;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return a < 0 ? INT64_MIN : INT64_MAX;
+}
+
+static inline int64_t tool_neg(int64_t a)
+{
+  return a == INT64_MIN ? INT64_MAX : -a;
+}
 
 /* ---------------------------------------------------------------------------------------------------
    "profile.c": reading, writing, looking things up by id

@@ -134,7 +134,7 @@ int cmd_top(int argc, char **argv)
   size_t unnamed = 0;
   for (size_t i = 0; i < n && (long)i < o.rows; i++) {
     char flat[32], cum[32];
-    sum += sites[i].flat;
+    sum = tool_add(sum, sites[i].flat);
     unnamed += !v.named[sites[i].name];
     printf("%10s %5.1f%% %5.1f%% %10s %5.1f%%  %s\n", view_value(&v, sites[i].flat, flat, sizeof flat),
            share(sites[i].flat, v.total), share(sum, v.total), view_value(&v, sites[i].cum, cum, sizeof cum),

@@ -286,7 +286,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
     const sample_t *smp = p->sample[s];
     if (v->vi >= smp->n_value || smp->value[v->vi] == 0) continue;
     int64_t value = smp->value[v->vi];
-    v->total_all += value;
+    v->total_all = tool_add(v->total_all, value);
     size_t depth = 0;
     for (size_t k = 0; k < smp->n_location_id; k++) {
       size_t pos = pindex_location_pos(&ix, smp->location_id[k]);
@@ -314,8 +314,8 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
     st->depth = (uint32_t)depth;
     st->value = value;
     st->objects = oi != SIZE_MAX && oi < smp->n_value ? smp->value[oi] : 0;
-    v->total += value;
-    if (depth > 0 && v->named[frames[0]]) v->named_leaf += value;
+    v->total = tool_add(v->total, value);
+    if (depth > 0 && v->named[frames[0]]) v->named_leaf = tool_add(v->named_leaf, value);
     for (size_t k = 0; k < depth; k++) v->unnamed_frames += !v->named[frames[k]];
   }
   pindex_free(&ix);
@@ -356,7 +356,7 @@ void view_hint(const view_t *v, const view_opts_t *o, FILE *f)
   if (ai == SIZE_MAX) return;
   int64_t total = 0;
   for (size_t s = 0; s < v->p->n_sample; s++) {
-    if (ai < v->p->sample[s]->n_value) total += v->p->sample[s]->value[ai];
+    if (ai < v->p->sample[s]->n_value) total = tool_add(total, v->p->sample[s]->value[ai]);
   }
   if (total != 0)
     fprintf(f, "(nothing was in use when the profile was written, but %s%s were allocated: add -s %s)\n",
@@ -371,12 +371,12 @@ view_site_t *view_sites(const view_t *v, size_t *n)
   if (flat == NULL || cum == NULL || last == NULL) abort();
   for (size_t s = 0; s < v->n_stacks; s++) {
     const view_stack_t *st = &v->stacks[s];
-    if (st->depth > 0) flat[st->frames[0]] += st->value;
+    if (st->depth > 0) flat[st->frames[0]] = tool_add(flat[st->frames[0]], st->value);
     for (size_t k = 0; k < st->depth; k++) {
       uint32_t id = st->frames[k];
       if (last[id] == s + 1) continue;       /* a recursive function counts once per stack */
       last[id] = s + 1;
-      cum[id] += st->value;
+      cum[id] = tool_add(cum[id], st->value);
     }
   }
   view_site_t *sites = malloc((v->n_names + 1) * sizeof *sites);
