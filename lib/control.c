@@ -81,6 +81,15 @@ static conn_t conns[MAX_CONNS];
 static unsigned char stream_buf[STREAM_BYTES];
 static uint64_t n_requests, n_refused, n_malformed, n_timeouts;   /* the thread's */
 static int reopen_said;
+/* The thread looks at its descriptors before every wait, and waits RECHECK_IDLE_MS at most: a program
+ * that closes every descriptor and reuses the numbers while the thread is in poll(2) is not always seen
+ * there (poll looks the numbers up again when it wakes, finds the program's idle pipe where the wake
+ * pair was, and sleeps on: the socket stayed dead for good in 4 of 5 adversarial runs).  After a
+ * reopen it looks again after RECHECK_FIRST_MS, then twice as long each time up to the idle bound, for a
+ * program that is still closing descriptors can close the new ones too. */
+#define RECHECK_FIRST_MS 10
+#define RECHECK_IDLE_MS 1000
+static int recheck_ms = RECHECK_IDLE_MS;   /* the longest wait now */
 
 static uint64_t mono_ns(void)
 {
@@ -219,6 +228,7 @@ static void reopen(void)
     mprof_warn("the program closed the control socket's descriptors; %s %s", ok ? "opened again:" : "it is off:",
                ok ? sock_path : strerrorname_np(errno));
   if (!ok) enabled = false;
+  recheck_ms = RECHECK_FIRST_MS;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -538,6 +548,8 @@ void mprof_control_wait(uint64_t until)
     uint64_t ms = until <= now ? 0 : (until - now + 999999) / 1000000;
     timeout = ms > INT32_MAX ? INT32_MAX : (int)ms;
   }
+  if (timeout < 0 || timeout > recheck_ms) timeout = recheck_ms;
+  recheck_ms = recheck_ms >= RECHECK_IDLE_MS / 2 ? RECHECK_IDLE_MS : 2 * recheck_ms;
   if (poll(fds, n, timeout) < 0) return;          /* EINTR: every signal is blocked here; ENOMEM: retry */
   now = mono_ns();
   if (fds[0].revents != 0 && still_ours(&wake_r)) drain_wake();   /* a hang-up: reopen() next round */

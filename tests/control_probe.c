@@ -11,7 +11,8 @@
  *   work N              N rounds of a fixed computation over allocated blocks: "checksum X", the same
  *                       for the same N whatever else happens to the process
  *   closefds            closes every descriptor from 3 up (as a daemon does at start-up), then opens a
- *                       pipe of its own, writes to it and reads it back: "closed ok"
+ *                       pipe and a socket pair of its own on the freed numbers (kept until the end),
+ *                       writes to the pipe and reads it back: "closed ok"
  *   fork                forks a child that allocates and exits through exit(3); "child STATUS"
  *   pid                 "pid PID"
  * and at the end of stdin frees everything and prints "allocations ok".  Failures it cannot report
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,16 +87,15 @@ __attribute__((noinline)) static uint64_t work(size_t n)
   return sum;
 }
 
+static int own_fds[4] = {-1, -1, -1, -1};
+
 static void close_fds(void)
 {
   if (close_range(3, ~0u, 0) != 0) die("close_range");
-  int fds[2];
-  if (pipe(fds) != 0) die("pipe");
+  if (pipe(own_fds) != 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, own_fds + 2) != 0) die("pipe, socketpair");
   char buf[16] = {0};
-  if (write(fds[1], "mine", 4) != 4 || read(fds[0], buf, sizeof buf) != 4 || memcmp(buf, "mine", 4) != 0)
+  if (write(own_fds[1], "mine", 4) != 4 || read(own_fds[0], buf, sizeof buf) != 4 || memcmp(buf, "mine", 4) != 0)
     die("the program's own pipe");
-  close(fds[0]);
-  close(fds[1]);
 }
 
 int main(void)
@@ -134,6 +135,8 @@ int main(void)
     }
     fflush(stdout);
   }
+  for (size_t k = 0; k < 4; k++)
+    if (own_fds[k] >= 0) close(own_fds[k]);
   for (size_t k = 0; k < 3; k++) free_site(k);
   printf("allocations ok\n");
   return 0;
