@@ -17,6 +17,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 /* The operators, by their Itanium-ABI names, which spell size_t's type: MPROF_SIZE_T_MANGLING (config.h)
@@ -89,6 +90,10 @@ static MPROF_NOINLINE MPROF_COLD void *new_failed(int op, size_t size, size_t al
     if (tag != NULL) return NULL;    /* nothrow: no handler can exist without a C++ runtime */
     abort();
   }
+  /* The runtime's aligned operators round the size up to the alignment, which wraps to a small size near
+   * SIZE_MAX (libstdc++'s returned a 64-byte block for SIZE_MAX): a size no object can have is handed
+   * over as PTRDIFF_MAX + 1, which fails as surely and cannot wrap. */
+  if (size > (size_t)PTRDIFF_MAX) size = (size_t)PTRDIFF_MAX + 1;
   switch (op) {
   case OP_NEW_PLAIN: case OP_NEW_ARRAY: return ((plain_op_t *)fn)(size);
   case OP_NEW_PLAIN_NOTHROW: case OP_NEW_ARRAY_NOTHROW: return ((plain_nothrow_op_t *)fn)(size, tag);

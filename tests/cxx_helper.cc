@@ -40,7 +40,9 @@ extern "C" int mprof_cxx_check(char *why, unsigned long why_len)
   v.shrink_to_fit();
 
   // Above PTRDIFF_MAX: larger than any object can be (SIZE_MAX / 2 alone fits in a 32-bit process).
-  std::size_t huge = std::numeric_limits<std::size_t>::max() / 2 + 1;
+  // (Read through a volatile, so the compiler does not warn about the sizes it could see.)
+  static volatile std::size_t huge_size = std::numeric_limits<std::size_t>::max() / 2 + 1;
+  std::size_t huge = huge_size;
   void *q = ::operator new(huge, std::nothrow);
   if (q != nullptr) return fail(why, why_len, "nothrow new of a huge size did not return nullptr");
   bool threw = false;
@@ -70,6 +72,21 @@ extern "C" int mprof_cxx_check(char *why, unsigned long why_len)
   void *n2 = ::operator new[](huge, std::align_val_t(256), std::nothrow);
   std::set_new_handler(nullptr);
   if (n1 != nullptr || n2 != nullptr) return fail(why, why_len, "nothrow new with a throwing handler");
+
+  // Sizes within an alignment of SIZE_MAX: the C++ runtime's aligned operator, which a failure is handed
+  // to, rounds the size up to the alignment, and SIZE_MAX wrapped to 0 there (a 64-byte block came back).
+  for (std::size_t back = 0; back < 64; back += 63) {
+    std::size_t edge = (huge_size - 1) * 2 + 1 - back;   // SIZE_MAX - back
+    threw = false;
+    try {
+      ::operator delete(::operator new(edge, std::align_val_t(64)));
+    } catch (const std::bad_alloc &) {
+      threw = true;
+    }
+    if (!threw) return fail(why, why_len, "aligned new of a size near SIZE_MAX did not throw std::bad_alloc");
+    if (::operator new[](edge, std::align_val_t(64), std::nothrow) != nullptr)
+      return fail(why, why_len, "nothrow aligned new of a size near SIZE_MAX did not return nullptr");
+  }
 
   // Explicit aligned new of tiny blocks: malloc's 8-byte class is only 8-aligned.
   for (int i = 0; i < 64; i++) {
