@@ -1,11 +1,13 @@
 /* test_tool_report.c - top, tree, diff, merge and folded of mimalloc-prof on synthetic profiles whose
  * values are known exactly (tool_synthetic), and symbolize's rules for what it must leave alone. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "suites.h"
@@ -166,6 +168,41 @@ START_TEST(tool_report_diff_and_merge)
   ck_assert_msg(strstr(r.out, "13.0 MiB in 4 stacks") != NULL, "%s", r.out);
   assert_row(r.out, "grow", "7.00 MiB 53.8% 53.8% 7.00 MiB 53.8% grow");
   probe_run_free(&r);
+}
+END_TEST
+
+/* -o naming something that is not a regular file is written in place, never replaced: every command that
+ * writes a file (diff, merge, symbolize, flame) is given a symbolic link to /dev/null.  They renamed
+ * their temporary file over the path, which replaced the link here, and /dev/null itself for `-o
+ * /dev/null` run as root (a test machine's /dev/null became a regular file).  After each, the link is
+ * still a link to the device, and no temporary file is left beside it. */
+START_TEST(tool_report_output_not_regular)
+{
+  char dir[PATH_MAX], p[PATH_MAX + 16], link[PATH_MAX + 16], target[64];
+  base_profile(dir, sizeof dir, p, sizeof p);
+  snprintf(link, sizeof link, "%s/null", dir);
+  ck_assert_int_eq(symlink("/dev/null", link), 0);
+  const char *const cmds[][7] = {
+    {"diff", "-o", link, p, p, NULL},
+    {"merge", "-o", link, p, p, NULL},
+    {"symbolize", "-o", link, p, NULL},
+    {"flame", "-o", link, p, NULL},
+  };
+  for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+    probe_run_t r = run_ok(cmds[k]);
+    probe_run_free(&r);
+    struct stat st;
+    ck_assert_msg(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "%s replaced the link", cmds[k][0]);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    ck_assert_int_gt(n, 0);
+    target[n] = '\0';
+    ck_assert_str_eq(target, "/dev/null");
+  }
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    ck_assert_msg(strncmp(e->d_name, ".null.", 6) != 0, "temporary file %s left", e->d_name);
+  closedir(d);
 }
 END_TEST
 
@@ -362,6 +399,7 @@ Suite *tool_report_suite(void)
   tcase_add_test(tc, tool_report_folded_and_tree);
   tcase_add_test(tc, tool_report_diff_and_merge);
   tcase_add_test(tc, tool_report_different_types);
+  tcase_add_test(tc, tool_report_output_not_regular);
   tcase_add_test(tc, tool_report_deep_stacks);
   tcase_add_test(tc, tool_report_extreme_values);
   tcase_add_test(tc, tool_report_symbolize_leaves_named);

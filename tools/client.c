@@ -249,33 +249,20 @@ const char *ctl_reply_error(const ctl_reply_t *r, char *buf, size_t len)
   return buf;
 }
 
-/* Writes data to path through a temporary file beside it, renamed over path when complete; the mode of a
- * new file (0666 less the umask).  0, or -1 with errno. */
+/* Writes data to path (tool_out_open: complete or not at all).  0, or -1 with errno. */
 static int write_file(const char *path, const unsigned char *data, size_t len)
 {
-  char tmp[PATH_MAX];
-  int n = snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-  if (n < 0 || (size_t)n >= sizeof tmp) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  int fd = mkostemp(tmp, O_CLOEXEC);
+  tool_out_t out;
+  int fd = tool_out_open(&out, path);
   if (fd < 0) return -1;
-  mode_t mask = umask(0);
-  umask(mask);
-  int rc = fchmod(fd, 0666 & ~mask);
-  for (size_t done = 0; rc == 0 && done < len;) {
+  bool ok = true;
+  for (size_t done = 0; ok && done < len;) {
     ssize_t w = write(fd, data + done, len - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) rc = -1;
+    if (w <= 0) ok = false;
     else done += (size_t)w;
   }
-  int e = errno;
-  if (close(fd) != 0 && rc == 0) rc = -1, e = errno;
-  if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
-  if (rc != 0) unlink(tmp);
-  errno = e;
-  return rc;
+  return tool_out_close(&out, path, ok);
 }
 
 int ctl_dump_file(pid_t pid, const char *path, bool symbolize, char *err, size_t err_len)

@@ -184,18 +184,20 @@ int cmd_flame(int argc, char **argv)
   if (v.total <= 0) view_hint(&v, &o, stderr);
   ctree_t t;
   ctree_build(&t, &v, false);
-  char tmp[4096], auto_title[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", out);
+  char auto_title[4096];
   snprintf(auto_title, sizeof auto_title, "%s of %s", v.type, path);
-  FILE *f = fopen(tmp, "w");
+  tool_out_t outf;
+  int fd = tool_out_open(&outf, out);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (f == NULL) {
     rc = tool_error("cannot write %s: %s", out, strerror(errno));
+    tool_out_close(&outf, out, false);
   } else {
+    outf.fd = -1;                                  /* fclose closes it */
     write_svg(f, &v, &t, title ? title : auto_title);
-    if (ferror(f) | (fclose(f) != 0) || rename(tmp, out) != 0) {
-      rc = tool_error("cannot write %s: %s", out, strerror(errno));
-      remove(tmp);
-    }
+    bool ok = !ferror(f);
+    if (fclose(f) != 0) ok = false;
+    if (tool_out_close(&outf, out, ok) != 0) rc = tool_error("cannot write %s: %s", out, strerror(errno));
   }
   ctree_free(&t);
   view_close(&v);

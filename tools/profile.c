@@ -89,20 +89,12 @@ int profile_write(const profile_t *p, const char *path, char *err, size_t err_le
     return -1;
   }
   perftools__profiles__profile__pack(p, buf);
-  char tmp[4096];
-  const char *slash = strrchr(path, '/');
-  int n = slash ? snprintf(tmp, sizeof tmp, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1)
-                : snprintf(tmp, sizeof tmp, ".%s.XXXXXX", path);
-  int fd = n > 0 && (size_t)n < sizeof tmp ? mkostemp(tmp, O_CLOEXEC) : -1;
+  tool_out_t out;
+  int fd = tool_out_open(&out, path);
   if (fd < 0) {
-    snprintf(err, err_len, "cannot write %s: %s", path, strerror(n > 0 && (size_t)n < sizeof tmp ? errno : ENAMETOOLONG));
+    snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
     free(buf);
     return -1;
-  }
-  mode_t mask = umask(0);                         /* mkostemp made it 0600: give it a new file's mode */
-  umask(mask);
-  if (fchmod(fd, 0666 & ~mask) != 0) {
-    /* keep 0600 */
   }
   gzFile f = gzdopen(fd, "wb6");
   size_t done = 0;
@@ -113,11 +105,16 @@ int profile_write(const profile_t *p, const char *path, char *err, size_t err_le
     done += (size_t)w;
   }
   int saved = errno;
-  int rc = f != NULL ? gzclose(f) : (close(fd), Z_ERRNO);
+  int rc = Z_ERRNO;
+  if (f != NULL) {
+    rc = gzclose(f);                                /* closes fd too */
+    out.fd = -1;
+  }
   free(buf);
-  if (f == NULL || done < len || rc != Z_OK || rename(tmp, path) != 0) {
-    snprintf(err, err_len, "cannot write %s: %s", path, strerror(rc == Z_OK && done == len ? errno : saved ? saved : EIO));
-    unlink(tmp);
+  bool ok = f != NULL && done == len && rc == Z_OK;
+  if (!ok) errno = saved ? saved : EIO;
+  if (tool_out_close(&out, path, ok) != 0) {
+    snprintf(err, err_len, "cannot write %s: %s", path, strerror(errno));
     return -1;
   }
   return 0;

@@ -77,9 +77,20 @@ static inline int64_t tool_neg(int64_t a)
 profile_t *profile_read(const char *path, char *err, size_t err_len);
 void       profile_free(profile_t *p);
 
-/* Writes `p` gzip-compressed to `path` through a temporary file in the same directory, renamed over
- * `path` when complete.  0, or -1 with a reason in err. */
+/* Writes `p` gzip-compressed to `path` (as tool_out_open: through a temporary file renamed over a regular
+ * `path` when complete, in place to a device or FIFO).  0, or -1 with a reason in err. */
 int profile_write(const profile_t *p, const char *path, char *err, size_t err_len);
+
+/* An output file (outfile.c): tool_out_open gives a descriptor to write path's new contents to (a
+ * temporary file beside a regular or new file; the path itself for a device, FIFO or terminal), or -1
+ * with errno; tool_out_close(ok) closes it and, when ok, renames the temporary file over path; when not
+ * ok (or the close or rename fails) removes the temporary file.  0, or -1 with errno (the first error). */
+typedef struct tool_out_s {
+  int fd;
+  char tmp[4096];                      /* "" when writing in place */
+} tool_out_t;
+int tool_out_open(tool_out_t *o, const char *path);
+int tool_out_close(tool_out_t *o, const char *path, bool ok);
 
 /* string_table[i], "" for an index out of range. */
 const char *pstr(const profile_t *p, int64_t i);
