@@ -87,7 +87,9 @@ MPROF_EXPORT void *calloc(size_t count, size_t size)
 MPROF_EXPORT void *realloc(void *p, size_t size)
 {
   if (mprof_unlikely(size > MPROF_MAX_REQUEST)) return fail_errno(ENOMEM);
-  return mprof_mi.mi_realloc(p, size);
+  void *q = mprof_mi.mi_realloc(p, size);
+  MPROF_KEEP_FRAME(q);             /* a call, not a jump, on i386 (internal.h) */
+  return q;
 }
 
 MPROF_EXPORT size_t malloc_usable_size(void *p)

@@ -42,6 +42,21 @@ extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
   mprof_mi.mi_heap_zalloc_aligned_at(mprof_mi.mi_heap_get_default(), (size), (alignment), 0)
 #define mprof_mi_realloc(p, size) mprof_mi.mi_heap_realloc(mprof_mi.mi_heap_get_default(), (p), (size))
 
+/* Two composites are called on purpose (realloc -> mi_realloc, the aligned C functions ->
+ * mi_malloc_aligned_at): their PLT call to our mi_heap_realloc / mi_heap_malloc_aligned_at charges the
+ * countdown, once.  On x86-64 and aarch64 that call is a tail call; on i386 it cannot be (PIC code needs
+ * %ebx, callee-saved, for the PLT), so the composite's frame, without a frame pointer, lies between ours
+ * and the program's, and only inside it is the program's return address kept: where we jump into the
+ * composite, the fp walk then lost the program's function (the stack started in libmimalloc, at the
+ * program's caller).  MPROF_KEEP_FRAME(q) after such a call keeps it a call there: our frame, chained by
+ * the frame pointer the composite leaves alone, holds the return address, and the unwinders skip the
+ * composite as a leading frame (unwind.c). */
+#if defined(__i386__)
+#define MPROF_KEEP_FRAME(q) __asm__ volatile("" : "+r"(q))
+#else
+#define MPROF_KEEP_FRAME(q) ((void)0)
+#endif
+
 /* Requests above PTRDIFF_MAX can never be served; mimalloc then returns NULL without setting errno, so
  * the slow paths (which every such request reaches: no countdown is that large) set ENOMEM. */
 #define MPROF_MAX_REQUEST ((size_t)PTRDIFF_MAX)

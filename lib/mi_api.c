@@ -306,7 +306,12 @@ static MPROF_NOINLINE void *realloc_req(mi_heap_t *heap, void *p, size_t size, s
 
 /* libmimalloc's mi_realloc calls mi_heap_realloc (below) through the PLT: the countdown is charged
  * there.  realloc() in alloc.c reaches it the same way. */
-API void *mi_realloc(void *p, size_t size) { return mprof_mi.mi_realloc(p, size); }
+API void *mi_realloc(void *p, size_t size)
+{
+  void *q = mprof_mi.mi_realloc(p, size);
+  MPROF_KEEP_FRAME(q);             /* a call, not a jump, on i386 (internal.h) */
+  return q;
+}
 
 API void *mi_heap_realloc(mi_heap_t *heap, void *p, size_t size)
 {

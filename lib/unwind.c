@@ -3,7 +3,9 @@
  * Called on the sampling thread before any profiler lock is taken, with the reentrancy guard up (so what
  * an unwinder allocates is served unsampled).  Every unwinder returns return addresses, innermost first,
  * with the library's own frames (the malloc entry point, the slow path, this file) skipped by address:
- * leading frames inside the library's executable segments are dropped.
+ * leading frames inside the library's executable segments are dropped, and so are leading frames in
+ * libmimalloc's (a composite such as mi_realloc between our entry point and our leaf, which it calls
+ * through its PLT: a call, not a tail call, on i386; see MPROF_KEEP_FRAME in internal.h).
  *
  * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes libunwind when the library was built with it,
  * else libgcc (doc/design.md has the measurements behind that choice).  With libunwind, a thread's first
@@ -116,6 +118,7 @@ static bool load_libunwind(void)
 static mprof_unwinder_t unwinder = MPROF_UNWIND_LIBGCC;   /* atomic: priming may change it to libgcc */
 static uintptr_t self_lo, self_hi;                        /* the library's executable segments (DSO build) */
 static uintptr_t libc_lo, libc_hi;                        /* the C library's (pthread_getattr_np's) */
+static uintptr_t mi_lo, mi_hi;                            /* libmimalloc's */
 
 enum { PRIME_NOT, PRIME_BUSY, PRIME_DONE };
 static int prime_state;            /* atomic; DONE (release) after the unwinders are loaded */
@@ -141,6 +144,8 @@ typedef struct thread_stack_s {
 static __thread thread_stack_t tstack __attribute__((tls_model("initial-exec")));
 
 static inline bool in_self(uintptr_t pc) { return pc - self_lo < self_hi - self_lo; }
+/* A leading frame that is not the program's: ours, or a libmimalloc composite we called. */
+static inline bool not_program(uintptr_t pc) { return in_self(pc) || pc - mi_lo < mi_hi - mi_lo; }
 static inline bool in_span(uintptr_t at, uintptr_t lo, uintptr_t hi) { return at - lo < hi - lo; }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -152,7 +157,9 @@ typedef struct code_range_s {
   uintptr_t lo, hi;                /* its executable segments, 0 and 0 when not a shared object */
 } code_range_t;
 
-/* dl_iterate_phdr callback filling an array of two code ranges. */
+#define CODE_RANGES 3
+
+/* dl_iterate_phdr callback filling an array of CODE_RANGES code ranges. */
 static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void)size;
@@ -169,13 +176,15 @@ static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
    * be told apart by address, and no frame is skipped (drop_frames in the profile still hides the entry
    * points). */
   bool named = info->dlpi_name != NULL && info->dlpi_name[0] != '\0';
-  for (int k = 0; k < 2; k++) {
+  bool all = true;
+  for (int k = 0; k < CODE_RANGES; k++) {
     if (named && lo <= hi && want[k].probe - lo < hi - lo) {
       want[k].lo = lo;
       want[k].hi = hi;
     }
+    all = all && want[k].hi != 0;
   }
-  return want[0].hi != 0 && want[1].hi != 0;     /* both found: stop */
+  return all;                      /* all found: stop */
 }
 
 static const char *const unwinder_name[] = {
@@ -192,10 +201,13 @@ static void stack_lookup(thread_stack_t *s);
  * else. */
 void mprof_unwind_init(void)
 {
-  code_range_t code[2] = {{(uintptr_t)&mprof_unwind_init, 0, 0}, {(uintptr_t)&pthread_getattr_np, 0, 0}};
+  /* mi_version: libmimalloc's, never exported by us (mireal.c finds the object by it too). */
+  code_range_t code[CODE_RANGES] = {{(uintptr_t)&mprof_unwind_init, 0, 0},
+                                    {(uintptr_t)&pthread_getattr_np, 0, 0}, {(uintptr_t)&mi_version, 0, 0}};
   dl_iterate_phdr(find_code, code);
   self_lo = code[0].lo, self_hi = code[0].hi;
   libc_lo = code[1].lo, libc_hi = code[1].hi;
+  mi_lo = code[2].lo, mi_hi = code[2].hi;
   uint64_t want = mprof_option(MPROF_OPT_UNWIND);
 #if !HAVE_LIBUNWIND
   if (want == MPROF_UNWIND_LIBUNWIND) {
@@ -419,7 +431,9 @@ static bool read_foreign(const uintptr_t *fp, uintptr_t record[2])
 
 /* Each step is checked: aligned, strictly towards the stack's base, read directly only inside the thread's
  * stack (the part proven mapped), the alternate signal stack this sample runs on, or the library's own
- * leading frames (built with frame pointers, on the stack we run on: the records this walk starts from). */
+ * leading frames (built with frame pointers, on the stack we run on: the records this walk starts from).
+ * A leading return address into libmimalloc (a composite that called our leaf) is skipped too, but its
+ * code keeps no frame pointer of its own, so the record it leads to is checked like any other. */
 static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
 {
   const thread_stack_t *s = &tstack;
@@ -445,9 +459,9 @@ static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
     uintptr_t ret = record[1];
     const uintptr_t *next = (const uintptr_t *)record[0];
     if (ret == 0) break;
-    bool leading_own = n == 0 && in_self(ret);   /* the caller is the library too: not reported */
+    bool leading_own = n == 0 && not_program(ret);   /* the caller is not the program: not reported */
     if (!leading_own) out[n++] = ret;
-    own = own && leading_own && MPROF_FRAME_POINTERS;
+    own = own && leading_own && in_self(ret) && MPROF_FRAME_POINTERS;
     if (next <= fp) break;          /* a frame chain only moves towards the stack's base */
     fp = next;
   }
@@ -461,7 +475,7 @@ static MPROF_NOINLINE size_t unwind_fp(uintptr_t *out, size_t max)
 static size_t skip_own(uintptr_t *out, const uintptr_t *raw, size_t n, size_t max)
 {
   size_t first = 0;
-  while (first < n && in_self(raw[first])) first++;
+  while (first < n && not_program(raw[first])) first++;
   size_t depth = n - first < max ? n - first : max;
   for (size_t i = 0; i < depth; i++) out[i] = raw[first + i];   /* out <= raw: a forward copy is safe */
   return depth;
