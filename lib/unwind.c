@@ -345,14 +345,16 @@ static void stack_lookup(thread_stack_t *s)
  * tests/unwind_probe "tinystack"; Rust's std calls it whenever a thread starts): the lookup waits for an
  * allocation of the program's own.  The caller is the first return address past the library's frames,
  * which keep frame pointers; without them we cannot tell, and say yes (then only mi_prof_start's thread
- * is looked up, from mprof_unwind_prime). */
+ * is looked up, from mprof_unwind_prime).  Nor can we past a libmimalloc composite (i386's realloc goes
+ * through mi_realloc, which keeps no frame pointer): yes there too, and the lookup waits for another
+ * allocation (it was made from inside pthread_getattr_np's realloc, and hung unwind_tiny_thread_stacks). */
 static bool libc_allocating(void)
 {
 #if MPROF_FRAME_POINTERS
   const uintptr_t *fp = (const uintptr_t *)__builtin_frame_address(0);
   for (int i = 0; i < 16; i++) {
     uintptr_t ret = fp[1];
-    if (!in_self(ret)) return in_span(ret, libc_lo, libc_hi);
+    if (!in_self(ret)) return in_span(ret, libc_lo, libc_hi) || not_program(ret);
     fp = (const uintptr_t *)fp[0];
   }
   return false;
