@@ -5,6 +5,7 @@
 #include "subprocess.h"
 
 #include <check.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -244,4 +245,22 @@ bool probe_rlimit_as_enforced(void)
     if (errno != EINTR) return true;
   }
   return !(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+}
+
+/* e_ident[EI_CLASS] and e_machine (at the same offset in both classes) of an ELF file; 0 if unreadable. */
+static unsigned elf_arch(const char *path)
+{
+  Elf32_Ehdr h;                    /* the fields read lie in the part both classes share */
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, &h, sizeof h);
+  close(fd);
+  if (n != (ssize_t)sizeof h || memcmp(h.e_ident, ELFMAG, SELFMAG) != 0) return 0;
+  return (unsigned)h.e_ident[EI_CLASS] << 16 | h.e_machine;
+}
+
+bool probe_same_arch(const char *path)
+{
+  unsigned mine = elf_arch("/proc/self/exe"), theirs = elf_arch(path);
+  return mine == 0 || theirs == 0 || mine == theirs;
 }

@@ -74,4 +74,10 @@ unsigned probe_count_lines(const char *text);
  * and maps 1 GiB.  qemu-user does not enforce it (it would limit the emulator, not the program). */
 bool probe_rlimit_as_enforced(void);
 
+/* Whether the program at `path` is of this test's architecture (ELF class and machine, read from its
+ * header and /proc/self/exe's): false for the build machine's own programs (/usr/bin/python3, /bin/true)
+ * in a cross build (scripts/cross-test.sh), into which the library built here cannot be preloaded.  A
+ * file that cannot be read counts as the same (the test then says what is wrong with it). */
+bool probe_same_arch(const char *path);
+
 #endif

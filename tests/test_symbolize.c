@@ -379,6 +379,9 @@ START_TEST(symbolize_python3_dbg)
 {
   ck_assert_msg(access("/usr/lib/debug/.build-id", R_OK) == 0 && access("/usr/bin/python3.11", X_OK) == 0,
                 "needs python3 and python3.11-dbg (scripts/install-deps.sh installs them)");
+  if (!probe_same_arch("/usr/bin/python3.11"))
+    MPROF_TEST_SKIP("/usr/bin/python3.11 is of another architecture (a cross build): the library built here "
+                    "cannot be preloaded into it");
   char dir[PATH_MAX], out[PATH_MAX + 16];
   tool_tmpdir(dir, sizeof dir);
   snprintf(out, sizeof out, "%s/py.pb.gz", dir);
