@@ -14,6 +14,11 @@
 #define operator_new_array   MPROF_CXX_NAME(_Zna, MPROF_SIZE_T_MANGLING, )
 #define operator_new_aligned MPROF_CXX_NAME(_Znw, MPROF_SIZE_T_MANGLING, St11align_val_t)
 
+/* size_t as demangled names spell it: "make(" MPROF_SIZE_T_NAME ")". */
+#define MPROF_SIZE_T_NAME_m "unsigned long"
+#define MPROF_SIZE_T_NAME_j "unsigned int"
+#define MPROF_SIZE_T_NAME   MPROF_CXX_NAME(MPROF_SIZE_T_NAME_, MPROF_SIZE_T_MANGLING, )
+
 void *operator_new(size_t size);
 void *operator_new_array(size_t size);
 void *operator_new_aligned(size_t size, size_t alignment);

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cxx_names.h"
 #include "suites.h"
 #include "tool_util.h"
 
@@ -108,12 +109,13 @@ static void assert_named(const char *path)
     }
   }
   ck_assert_uint_ge(own, 4);
-  ck_assert_msg(inlined(p, &ix, "shapes::Pool<double>::make(unsigned long)",
-                        "shapes::Pool<double>::fill(unsigned long, unsigned long)"), "Pool::make not inlined in fill");
+  ck_assert_msg(inlined(p, &ix, "shapes::Pool<double>::make(" MPROF_SIZE_T_NAME ")",
+                        "shapes::Pool<double>::fill(" MPROF_SIZE_T_NAME ", " MPROF_SIZE_T_NAME ")"),
+                "Pool::make not inlined in fill");
   ck_assert_msg(inlined(p, &ix, "grab", "build_buffer"), "grab not inlined");
-  ck_assert_msg(has_function(p, "symlib::Store::add_many(unsigned long, unsigned long)", "_ZN6symlib5Store8add_many"),
+  ck_assert_msg(has_function(p, "symlib::Store::add_many(" MPROF_SIZE_T_NAME ", " MPROF_SIZE_T_NAME ")", "_ZN6symlib5Store8add_many"),
                 "the shared library's method is missing or not demangled");
-  ck_assert_msg(has_function(p, "shapes::Pool<double>::make(unsigned long)", "_ZN6shapes4PoolIdE4make"),
+  ck_assert_msg(has_function(p, "shapes::Pool<double>::make(" MPROF_SIZE_T_NAME ")", "_ZN6shapes4PoolIdE4make"),
                 "the template's mangled name is not kept as system_name");
   ck_assert(has_function(p, "main", "main"));
   pindex_free(&ix);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "chromium.h"
+#include "cxx_names.h"
 #include "suites.h"
 #include "tool_util.h"
 
@@ -160,7 +161,7 @@ START_TEST(tool_flame_screenshot)
                             "const d=m.getAttribute('data-d');return f.filter(g=>g.getAttribute('data-d')===d)"
                             ".sort((a,b)=>b.querySelector('rect').getBoundingClientRect().width-"
                             "a.querySelector('rect').getBoundingClientRect().width)[0].getAttribute('data-n');})()");
-  ck_assert_str_eq(name, "shapes::Pool<double>::make(unsigned long)");
+  ck_assert_str_eq(name, "shapes::Pool<double>::make(" MPROF_SIZE_T_NAME ")");
   free(name);
   chromium_stop(&c);
 }
