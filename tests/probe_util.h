@@ -11,8 +11,15 @@
 #endif
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include "mimalloc-prof.h"
 
@@ -40,6 +47,37 @@ static inline mi_prof_stats_t stats_now(void)
   mi_prof_stats_t st;
   if (!mi_prof_stats(&st, sizeof st)) die("mi_prof_stats failed");
   return st;
+}
+
+/* Installs a seccomp filter that fails process_vm_readv(2) with `err` (EPERM: a container's policy, such
+ * as Docker's default; ENOSYS: qemu-user, which does not implement it); false where seccomp filters are
+ * not available (a kernel without them, or qemu-user, which does not emulate them). */
+#if defined(__x86_64__)
+#define PROBE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define PROBE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#elif defined(__i386__)
+#define PROBE_AUDIT_ARCH AUDIT_ARCH_I386
+#endif
+
+static inline bool probe_refuse_vm_readv(int err)
+{
+#ifdef PROBE_AUDIT_ARCH
+  struct sock_filter filter[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROBE_AUDIT_ARCH, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+#else
+  (void)err;
+  return false;
+#endif
 }
 
 #endif

@@ -32,13 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <stddef.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -426,36 +421,6 @@ static int mode_guardgap(void)
    novmreadv: process_vm_readv refused, as by a container's seccomp policy (EPERM) or qemu-user (ENOSYS)
 --------------------------------------------------------------------------------------------------- */
 
-#if defined(__x86_64__)
-#define PROBE_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define PROBE_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#elif defined(__i386__)
-#define PROBE_AUDIT_ARCH AUDIT_ARCH_I386
-#endif
-
-/* Installs a filter that fails process_vm_readv with `err`; false where seccomp filters are not
- * available (a kernel without them, or qemu-user, which does not emulate them). */
-static bool refuse_vm_readv(int err)
-{
-#ifdef PROBE_AUDIT_ARCH
-  struct sock_filter filter[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROBE_AUDIT_ARCH, 1, 0),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
-#else
-  (void)err;
-  return false;
-#endif
-}
-
 NOINLINE void *probe_main_leaf(void)
 {
   void *p = malloc(100);
@@ -471,7 +436,7 @@ static int mode_novmreadv(int argc, char **argv)
 {
   if (argc < 3) die("usage: novmreadv ENOSYS|EPERM");
   int err = strcmp(argv[2], "EPERM") == 0 ? EPERM : ENOSYS;
-  if (!refuse_vm_readv(err)) {
+  if (!probe_refuse_vm_readv(err)) {
     printf("skipped 1\n");
     return 0;
   }
