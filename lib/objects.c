@@ -14,12 +14,15 @@
  * process rather than directly: an object dlclosed after the copy then reads as EFAULT (no name), never
  * as a crash, and no loader lock is taken.  The rule is dladdr's: the function whose [value, value + size)
  * holds the address, the one starting nearest below it if several do.  Where process_vm_readv is refused
- * (a seccomp filter), locations carry no names; pprof still symbolizes them from the files.
+ * (EPERM: a seccomp filter such as Docker's default; ENOSYS: qemu-user), the same bytes go through a pipe
+ * made for the read: write(2) from the address fails with EFAULT just as safely, two more system calls
+ * per read and three per lookup.
  */
 #include "internal.h"
 
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <string.h>
@@ -239,16 +242,48 @@ size_t mprof_objects_find(const mprof_objects_t *o, uintptr_t addr)
 }
 
 /* ---------------------------------------------------------------------------------------------------
-   Names, from the dynamic symbol tables, read through process_vm_readv
+   Names, from the dynamic symbol tables, read through process_vm_readv (or a pipe)
 --------------------------------------------------------------------------------------------------- */
 
-/* Reads up to len bytes of this process at `at`; the count read (short at an unmapped page, 0 when the
- * kernel refuses). */
+static int vm_readv_refused;        /* process_vm_readv gave ENOSYS or EPERM: pipes from then on (atomic) */
+
+/* peek through a pipe of its own, a page at a time (what any pipe holds), non-blocking: the kernel copies
+ * from `at` into the pipe (EFAULT, or a short count, at an unmapped page) and back out.  The descriptors
+ * live only for this call. */
+static size_t peek_pipe(char *buf, uintptr_t at, size_t len)
+{
+  int fd[2];
+  if (pipe2(fd, O_CLOEXEC | O_NONBLOCK) != 0) return 0;
+  size_t done = 0;
+  while (done < len) {
+    size_t want = len - done < 4096 ? len - done : 4096;
+    ssize_t w = write(fd[1], (const void *)(at + done), want);
+    if (w <= 0 || read(fd[0], buf + done, (size_t)w) != w) break;
+    done += (size_t)w;
+    if ((size_t)w < want) break;
+  }
+  close(fd[0]);
+  close(fd[1]);
+  return done;
+}
+
+/* Reads up to len bytes of this process at `at`; the count read (short at an unmapped page). */
 static size_t peek(void *buf, uintptr_t at, size_t len)
 {
-  struct iovec local = {buf, len}, remote = {(void *)at, len};
-  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-  return n > 0 ? (size_t)n : 0;
+  int saved = errno;
+  size_t got = 0;
+  if (!__atomic_load_n(&vm_readv_refused, __ATOMIC_RELAXED)) {
+    struct iovec local = {buf, len}, remote = {(void *)at, len};
+    ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (n >= 0 || (errno != ENOSYS && errno != EPERM)) {
+      errno = saved;
+      return n > 0 ? (size_t)n : 0;
+    }
+    __atomic_store_n(&vm_readv_refused, 1, __ATOMIC_RELAXED);
+  }
+  got = peek_pipe(buf, at, len);
+  errno = saved;
+  return got;
 }
 
 /* Before the object's symbols are read (!done): marks its pcs (those whose address pc - 1 lies in its
@@ -300,7 +335,7 @@ void mprof_objects_name(const mprof_objects_t *o, const uintptr_t *pcs, size_t n
       size_t got = peek(chunk, ob->symtab + (uintptr_t)first * sizeof(ElfW(Sym)), want * sizeof(ElfW(Sym))) /
                    sizeof(ElfW(Sym));
       for (size_t j = 0; j < got; j++) name_from(&chunk[j], ob, pcs, n, names);
-      if (got < want) break;                      /* unloaded meanwhile, or process_vm_readv refused */
+      if (got < want) break;                      /* unloaded meanwhile */
       first += (uint32_t)got;
     }
     mark_object(o, ob, pcs, n, names, offsets, true);

@@ -8,8 +8,11 @@
  * "pprof_probe: ..." on stderr and exits 1 (stderr otherwise belongs to the library).
  *
  * Modes (argv[1]):
- *   shares ALPHA BETA SIZE  ALPHA blocks of SIZE bytes from alpha_site (this program) and BETA from
- *                           pprof_site_beta (the shared library), all kept live until exit
+ *   shares ALPHA BETA SIZE [ENOSYS|EPERM]
+ *                           ALPHA blocks of SIZE bytes from alpha_site (this program) and BETA from
+ *                           pprof_site_beta (the shared library), all kept live until exit; with an
+ *                           errno, process_vm_readv is refused first (a seccomp filter): "refused 1", or
+ *                           "skipped 1" where no filter can be installed
  *   leak N SIZE             N blocks of SIZE bytes from leaky_function, never freed; a churn of freed
  *                           blocks from churn_site
  *   load THREADS [forever]  THREADS threads allocate and free until stdin reaches EOF (signal dumps), or
@@ -58,6 +61,7 @@
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "mimalloc-prof.h"
@@ -187,6 +191,17 @@ static int mode_shares(int argc, char **argv)
   if (argc < 5) die("usage: shares ALPHA BETA SIZE");
   size_t alpha = arg_size(argv[2]), beta = arg_size(argv[3]), size = arg_size(argv[4]);
   if (alpha + beta > MAX_BLOCKS) die("too many blocks");
+  if (argc > 5) {
+    int err = strcmp(argv[5], "EPERM") == 0 ? EPERM : ENOSYS;
+    if (!probe_refuse_vm_readv(err)) {
+      printf("skipped 1\n");
+      return 0;
+    }
+    long word = 0, copy = 1;
+    struct iovec local = {&copy, sizeof copy}, remote = {&word, sizeof word};
+    errno = 0;
+    printf("refused %d\n", process_vm_readv(getpid(), &local, 1, &remote, 1, 0) < 0 && errno == err);
+  }
   print_exe();                               /* stdout's buffer exists before the sites run */
   size_t ok = alpha_site(blocks, alpha, size) + pprof_site_beta(blocks + alpha, beta, size);
   printf("allocated %zu\n", ok);
