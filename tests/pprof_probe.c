@@ -16,7 +16,7 @@
  *   leak N SIZE             N blocks of SIZE bytes from leaky_function, never freed; a churn of freed
  *                           blocks from churn_site
  *   load THREADS [forever]  THREADS threads allocate and free until stdin reaches EOF (signal dumps), or
- *                           with "forever" until a signal ends the program
+ *                           with "forever" until a signal ends the program; "ready" once all allocate
  *   phases STEP...          steps in order: grow:BYTES (4 KiB blocks kept live), churn:BYTES (4 KiB
  *                           blocks freed at once), free (every live block), barrier (see below),
  *                           distinct:N (N blocks through distinct stacks, freed at once), term
@@ -53,6 +53,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -222,8 +223,11 @@ static int mode_leak(int argc, char **argv)
   return 0;
 }
 
-/* load: worker threads allocate and free until the main thread sees EOF on stdin. */
+/* load: worker threads allocate and free until the main thread sees EOF on stdin.  "ready" once every
+ * worker has done a round (each posts load_started then): a test that signals after "ready" finds them
+ * allocating (before, a worker that the scheduler had not run yet by the end printed "rounds 0"). */
 static atomic_bool load_stop;
+static sem_t load_started;
 
 static void *load_worker(void *arg)
 {
@@ -239,7 +243,7 @@ static void *load_worker(void *arg)
     if (p == NULL) die("malloc failed");
     p[0] = p[size - 1] = 0x5a;
     window[slot] = p;
-    rounds++;
+    if (rounds++ == 0) sem_post(&load_started);
   }
   for (unsigned i = 0; i < 256; i++) free(window[i]);
   return (void *)(uintptr_t)rounds;
@@ -251,8 +255,13 @@ static int mode_load(int argc, char **argv)
   size_t n = arg_size(argv[2]);
   pthread_t threads[16];
   if (n == 0 || n > 16) die("1..16 threads");
+  if (sem_init(&load_started, 0, 0) != 0) die("sem_init");
   for (size_t i = 0; i < n; i++) {
     if (pthread_create(&threads[i], NULL, load_worker, (void *)(uintptr_t)i) != 0) die("pthread_create");
+  }
+  for (size_t i = 0; i < n;) {
+    if (sem_wait(&load_started) == 0) i++;
+    else if (errno != EINTR) die("sem_wait");
   }
   printf("ready\n");
   fflush(stdout);
