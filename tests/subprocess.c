@@ -264,3 +264,11 @@ bool probe_same_arch(const char *path)
   unsigned mine = elf_arch("/proc/self/exe"), theirs = elf_arch(path);
   return mine == 0 || theirs == 0 || mine == theirs;
 }
+
+bool probe_emulated(pid_t pid)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+  unsigned mine = elf_arch("/proc/self/exe"), theirs = elf_arch(path);
+  return mine != 0 && theirs != 0 && mine != theirs;
+}

@@ -80,4 +80,10 @@ bool probe_rlimit_as_enforced(void);
  * file that cannot be read counts as the same (the test then says what is wrong with it). */
 bool probe_same_arch(const char *path);
 
+/* Whether the running child `pid` is run by an emulator (qemu-user through binfmt_misc, as
+ * scripts/cross-test.sh arm64 does): /proc/PID/exe is then the emulator, of another architecture than
+ * this test (whose own /proc/self/exe the emulator shows as the program), and /proc/PID shows the
+ * emulator's threads and signal dispositions rather than the program's. */
+bool probe_emulated(pid_t pid);
+
 #endif

@@ -102,6 +102,10 @@ static threads_t threads_of(pid_t pid)
 
 static uint64_t bit(int sig) { return (uint64_t)1 << (sig - 1); }
 
+/* The reason to skip a test that reads a probe's threads or signal dispositions in /proc. */
+#define EMULATED_PROC "the probe runs under an emulator (qemu-user): /proc/PID shows the emulator's threads " \
+                      "and signal dispositions, not the program's"
+
 /* A program with a session, a final profile and a leak report but no trigger that needs the thread stays
  * single-threaded.  With
  * MIMALLOC_PROF_SIGNAL alone (no session) there is exactly one more thread, the profiler's, named
@@ -112,6 +116,11 @@ START_TEST(profiler_thread_only_when_needed)
                          "MIMALLOC_PROF_PREFIX=/nonexistent/prof", NULL};
   probe_child_t c = start_watched(quiet, (const char *const[]){"idle", NULL});
   wait_ready(&c);
+  if (probe_emulated(c.pid)) {
+    probe_run_t r = probe_finish(&c);
+    probe_run_free(&r);
+    MPROF_TEST_SKIP(EMULATED_PROC);
+  }
   threads_t t = threads_of(c.pid);
   probe_run_t r = probe_finish(&c);
   probe_assert_exit0(&r, NULL);
@@ -283,6 +292,11 @@ START_TEST(profiler_final_signal_keeps_ignored)
   probe_opts_t opts = {.env = vars, .with_stdin = true, .watchdog_s = WATCHDOG_S};
   probe_child_t c = probe_start("/bin/sh", args, &opts);
   wait_ready(&c);
+  if (probe_emulated(c.pid)) {
+    probe_run_t r = probe_finish(&c);
+    probe_run_free(&r);
+    MPROF_TEST_SKIP(EMULATED_PROC);
+  }
   char comm[32], path[64];
   uint64_t ignored, caught;
   snprintf(path, sizeof path, "/proc/%d/status", (int)c.pid);
