@@ -31,7 +31,7 @@
 
 #if MPROF_PPROF
 
-/* Runs a command that must succeed (cp, objcopy, strip). */
+/* Runs a command that must succeed (cp, objcopy, strip: the host's, MPROF_TEST_OBJCOPY and _STRIP). */
 static void sh(const char *const *args)
 {
   probe_run_t r = probe_run(args[0], args + 1, NULL);
@@ -152,10 +152,11 @@ static void stripped_profile(const char *dir, char ids[2][128])
   snprintf(ld, sizeof ld, "%s/libsym_lib.so.debug", dbg);
   sh((const char *const[]){"/bin/cp", probe_getenv("MPROF_TEST_SYM_PROG"), prog, NULL});
   sh((const char *const[]){"/bin/cp", probe_getenv("MPROF_TEST_SYM_LIB"), lib, NULL});
-  sh((const char *const[]){"/usr/bin/objcopy", "--only-keep-debug", prog, pd, NULL});
-  sh((const char *const[]){"/usr/bin/objcopy", "--only-keep-debug", lib, ld, NULL});
-  sh((const char *const[]){"/usr/bin/strip", "--strip-all", prog, NULL});
-  sh((const char *const[]){"/usr/bin/strip", "--strip-all", lib, NULL});
+  const char *objcopy = probe_getenv("MPROF_TEST_OBJCOPY"), *strip = probe_getenv("MPROF_TEST_STRIP");
+  sh((const char *const[]){objcopy, "--only-keep-debug", prog, pd, NULL});
+  sh((const char *const[]){objcopy, "--only-keep-debug", lib, ld, NULL});
+  sh((const char *const[]){strip, "--strip-all", prog, NULL});
+  sh((const char *const[]){strip, "--strip-all", lib, NULL});
   snprintf(raw, sizeof raw, "%s/raw.pb.gz", dir);
   snprintf(env, sizeof env, "LD_LIBRARY_PATH=%s", bin);
   probe_run_t r = tool_run((const char *const[]){"run", "--no-symbolize", "-r", "1", "-o", raw, prog, NULL},
