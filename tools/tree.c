@@ -47,7 +47,7 @@ static level_t print_line(const printer_t *pr, uint32_t id, int level)
   printf("%10s %5.1f%%  %*s%s\n", view_value(pr->v, n->value, value, sizeof value), share, 2 * level, "",
          pr->v->names[n->name]);
   level_t l = {0, level, level, 0, 0};
-  if (n->depth >= pr->depth) return l;
+  if ((long)n->depth >= pr->depth) return l;   /* depth: 1..100000 (--depth) */
   size_t n_shown = 0;
   for (uint32_t c = n->first_child; c != 0; c = pr->t->nodes[c].next_sibling) {
     if (shown(pr, &pr->t->nodes[c])) n_shown++;
