@@ -53,7 +53,8 @@ apt_arch=
 # --- 1. toolchain and ARCH packages ----------------------------------------------------------------
 # Libraries the build and the tests link with, for ARCH; libunwind only where Debian has it (the arch
 # list of libunwind-dev in debian/control).  libstdc++6 for the C++ tests' programs at run time; libdw,
-# libdebuginfod for the mimalloc-prof command, libjansson for its flame-graph test.
+# libdebuginfod and libmicrohttpd (its `serve`) for the mimalloc-prof command, libjansson for its
+# flame-graph test: every library configure looks for, with pkg-config or AC_CHECK_LIB.
 case " amd64 arm64 armel armhf i386 mips64el mipsel ppc64el riscv64 s390x " in
   *" $arch "*) unwind=yes; unwind_pkg=libunwind-dev ;;
   *) unwind=no; unwind_pkg= ;;
@@ -63,7 +64,7 @@ foreign=
 dbg=
 case $native:$arch in amd64:i386) dbg=libc6-dbg ;; esac
 for p in libmimalloc-dev check libsubunit-dev libprotobuf-c-dev zlib1g-dev libstdc++6 libdw-dev \
-         libdebuginfod-dev libjansson-dev $unwind_pkg $dbg; do
+         libdebuginfod-dev libmicrohttpd-dev libjansson-dev $unwind_pkg $dbg; do
   foreign="$foreign $p:$arch"
 done
 tools="build-essential autoconf automake libtool pkgconf pkgconf:$arch protobuf-c-compiler crossbuild-essential-$arch"
