@@ -13,8 +13,12 @@
 #      into _build/cross-ARCH/deb.  Steps 4 and 5 count as one test each.
 # Every skipped test is printed with its reason; the last line is
 # "cross-test ARCH: N passed, N failed, N skipped".  Exit status 0 unless a test failed or a step broke.
-# When the ARCH packages cannot be installed (typically a mirror caught mid-sync: versions differ across
-# architectures) nothing is built: that is reported loudly and counted as one skipped test, exit status 0.
+# Multi-Arch: same packages need one version on every architecture: when the indexes disagree, the ARCH
+# packages are asked for at a version both architectures have (this machine's installed one if ARCH has
+# it, else newer); under CI=true (a throw-away machine) this machine's own copies may also go back to an
+# older version that ARCH has too (security updates reach amd64's index before i386's, say).
+# When the ARCH packages still cannot be installed (typically a mirror caught mid-sync) nothing is built:
+# that is reported loudly and counted as one skipped test, exit status 0.
 # Logs stay in _build/cross-ARCH (apt.log, configure.log, build.log, test-suite.log, deb.log, ...).
 # CK_RUN_SUITE / CK_RUN_CASE select part of the Check suite as usual.
 set -u
@@ -92,43 +96,65 @@ if [ -n "$missing" ]; then
   fi
   say "installing$missing"
   # Multi-Arch: same packages must have the same version on every architecture.  When the indexes of the
-  # architectures disagree (one failed to download, or the mirror is mid-sync) apt gives up at the first
-  # mismatch: then try again, asking for a version that both architectures have (never older than the one
-  # installed) for each package apt named, a few rounds.
+  # architectures disagree (one failed to download, the mirror is mid-sync, or this machine's copy came
+  # from a newer update than ARCH's index has yet) apt gives up at the first mismatch: then try again,
+  # asking for each package apt named at a version that both architectures' indexes have, a few rounds.
+  # Preferred: the version installed here, else a newer one.  Only under CI=true (a throw-away machine)
+  # may this machine's copy go back to an older version both have (apt-get --allow-downgrades).
   align=
+  downgrade=
+  versions() { apt-cache $apt_arch madison "$1" | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | sort -u; }
+  align_one() {   # align_one NAME: NAME:native=V NAME:ARCH=V added to $align, if such a V exists
+    case " $align " in *" $1:$arch="*) return ;; esac
+    have=$(dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$1:$native" 2>/dev/null | sed -n 's/^ii *//p')
+    versions "$1:$arch" >"$build/apt-versions"
+    both=$(versions "$1:$native" | grep -xF -f "$build/apt-versions")
+    pick=
+    if [ -n "$have" ] && echo "$both" | grep -qxF "$have"; then
+      pick=$have
+    else
+      for v in $both; do
+        [ -z "$have" ] || dpkg --compare-versions "$v" ge "$have" || [ "${CI:-}" = true ] || continue
+        [ -z "$pick" ] || dpkg --compare-versions "$v" gt "$pick" || continue
+        pick=$v
+      done
+    fi
+    [ -n "$pick" ] || return 0
+    if [ -n "$have" ] && [ "$pick" != "$have" ]; then
+      align="$align $1:$native=$pick"
+      if dpkg --compare-versions "$pick" lt "$have"; then
+        downgrade=--allow-downgrades
+        echo "cross-test $arch: ** CI=true: this machine's $1 goes back from $have to $pick, which $arch has too"
+      fi
+    fi
+    align="$align $1:$arch=$pick"
+  }
   round=0
-  until apt_get $apt_arch install --no-install-recommends $missing $align >"$build/apt-install.log" 2>&1; do
+  until apt_get $apt_arch install --no-install-recommends $downgrade $missing $align \
+          >"$build/apt-install.log" 2>&1; do
     cat "$build/apt-install.log" >>"$apt_log"
     round=$((round + 1))
     before=$align
-    for n in $(grep -E '^ [^ ]+ : +Depends: ' "$build/apt-install.log" | sed 's/.*Depends: //' \
+    # "libfoo-dev:ARCH : Depends: libfoo1:ARCH (= 1.0) but it is not going to be installed": libfoo1.
+    for n in $(grep -E '^ [^ ]+ : +(Pre)?Depends: ' "$build/apt-install.log" | sed 's/.*Depends: //' \
                | grep -o -E "^[a-z0-9.+-]+:$arch" | sed "s/:$arch\$//" | sort -u); do
-      have=$(dpkg-query -W -f='${Version}' "$n:$native" 2>/dev/null)
-      for v in $(apt-cache $apt_arch madison "$n:$arch" | awk -F'|' '{ gsub(/ /, "", $2); print $2 }'); do
-        apt-cache $apt_arch madison "$n:$native" | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | grep -qxF "$v" || continue
-        [ -z "$have" ] || dpkg --compare-versions "$v" ge "$have" || continue
-        case " $align " in *" $n:$arch="*) ;; *)
-          [ -z "$have" ] || align="$align $n:$native=$v"
-          align="$align $n:$arch=$v" ;;
-        esac
-        break
-      done
+      align_one "$n"
     done
-    # Or apt would upgrade this machine's copies (and remove a third architecture's, whose index is
-    # older): then ask for the ARCH copies at the version installed here, where ARCH's index has it.
+    # Or apt would remove a copy of another architecture, to upgrade or install a package whose versions
+    # then differ (this machine's libfoo1, or a third architecture's of an older index): the ARCH packages
+    # to install that are installed here too, and the packages to remove.
     if grep -q '^E: Packages need to be removed but remove is disabled' "$build/apt-install.log"; then
-      for n in $(sed -n '/^The following NEW packages will be installed:/,/^[^ ]/p' "$build/apt-install.log" \
-                 | grep -o -E "[a-z0-9.+-]+:$arch" | sed "s/:$arch\$//" | sort -u); do
-        have=$(dpkg-query -W -f='${Version}' "$n:$native" 2>/dev/null) || continue
-        [ -n "$have" ] || continue
-        apt-cache $apt_arch madison "$n:$arch" | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | grep -qxF "$have" \
-          || continue
-        case " $align " in *" $n:$arch="*) ;; *) align="$align $n:$arch=$have" ;; esac
+      for n in $( (sed -n '/^The following NEW packages will be installed:/,/^[^ ]/p' "$build/apt-install.log" \
+                     | grep -o -E "[a-z0-9.+-]+:$arch" | sed "s/:$arch\$//"
+                   sed -n '/^The following packages will be REMOVED:/,/^[^ ]/p' "$build/apt-install.log" \
+                     | sed 1d | grep '^ ' | tr ' ' '\n' | sed 's/:.*//') | sort -u); do
+        dpkg-query -W -f='${db:Status-Abbrev}' "$n:$native" 2>/dev/null | grep -q '^ii' && align_one "$n"
       done
     fi
-    if [ "$align" = "$before" ] || [ $round -ge 6 ]; then
+    if [ "$align" = "$before" ] || [ $round -ge 10 ]; then
       echo "cross-test $arch: apt-get install failed:"
       grep -E '^( [^ ]+ : |E: )' "$build/apt-install.log" | sed 's/^/cross-test     /' | tail -n 20
+      [ "${CI:-}" = true ] || echo "cross-test $arch: (under CI=true, this machine's packages may be downgraded to versions $arch has too)"
       skip_all "the $arch packages could not be installed: versions differ across architectures (a" \
                "mirror mid-sync, or an index that failed to download?); see ${apt_log#$top/}"
     fi
