@@ -327,7 +327,7 @@ static void serve_dump(conn_t *c)
     return;
   }
   bool ok = mi_prof_dump_fd(fd) && fstat(fd, &st) == 0;
-  int err = ok ? (st.st_size > (off_t)(UINT32_MAX - 3) ? EFBIG : 0) : errno;
+  int err = ok ? ((uint64_t)st.st_size > UINT32_MAX - 3 ? EFBIG : 0) : errno;
   if (err != 0) {
     forget(&c->dump);
     reply_errno(c, err, err == ENOMEM ? "cannot write the profile (MIMALLOC_PROF_MAX_BYTES)" : "cannot write the profile");
