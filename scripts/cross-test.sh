@@ -216,7 +216,7 @@ mkdir -p "$build/profile"
 if (cd "$build/profile" && AUTOPKGTEST_TMP=$build/profile DEB_HOST_GNU_TYPE=$host \
       sh "$top/debian/tests/profile-command" "$build/tools/mimalloc-prof") >"$build/profile-command.log" 2>&1; then
   printf ':test-result: PASS\n' >"$build/profile-command.trs"
-  grep -E '^ +[0-9]+ ' "$build/profile-command.log" | sed "s/^/cross-test $arch: top: /"
+  grep -E '^ +[0-9.]+ ' "$build/profile-command.log" | sed "s/^/cross-test $arch: top: /"
 else
   printf ':test-result: FAIL\n' >"$build/profile-command.trs"
   cat "$build/profile-command.log"
