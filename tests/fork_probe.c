@@ -133,11 +133,21 @@ static void forking_handler(int sig, siginfo_t *si, void *uc)
  * children of 100, in 8 runs).  So the signaller waits for the main thread to have moved on. */
 static volatile sig_atomic_t wait_for_progress;
 
+/* Each signal also waits a random spin (0 to 16383 rounds of a counter) after the main thread moved on:
+ * sent as soon as it moved on, the signal came a fixed time after the same line of its loop, and every
+ * fork of a run again found the same locks held, or none (natively too: 0 or 100 frozen children of
+ * 100, about half the runs each). */
 static void *signaller(void *arg)
 {
   pthread_t target = *(pthread_t *)arg;
+  uint64_t x = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
   while (!fork_done) {
-    if (!wait_for_progress) pthread_kill(target, SIGUSR1);
+    if (!wait_for_progress) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      for (volatile unsigned spin = (unsigned)(x >> 50); spin > 0; spin--) {
+      }
+      pthread_kill(target, SIGUSR1);
+    }
     sched_yield();
   }
   return NULL;
