@@ -120,6 +120,16 @@ def make_workloads(a):
              cg=[b + "/aligned", n(500000)], time=[b + "/aligned", n(2000000)]),
         dict(name="thread_churn", kind="C", desc="threads created 4 at a time, 2000 malloc/free each, half freed by main",
              cg=[b + "/thread_churn", n(400)], time=[b + "/thread_churn", n(2000)]),
+        dict(name="stdio_lines", kind="C", desc="single-threaded: getc() through a text file, strndup() of each line, window of 4096 lines",
+             cg=[b + "/stdio_lines", b + "/lines.txt", n(100000)], time=[b + "/stdio_lines", b + "/lines.txt", n(1000000)]),
+        dict(name="thread_short", kind="C", desc="many short-lived threads: 8 at a time, 96 mallocs of 16..2048 B each",
+             cg=[b + "/thread_short", n(500)], time=[b + "/thread_short", n(3000)]),
+        dict(name="rptest_like", kind="C", desc="rptest's shape: 4 threads, 2048-block working sets, 16 B..16 KiB (octaves equally often), batches handed to the next thread",
+             cg=[b + "/rptest_like", n(1000000)], time=[b + "/rptest_like", n(8000000)]),
+        dict(name="mstress_like", kind="C", desc="mstress's shape: rounds of 8 fresh threads, 16-256 B + 1% to 64 KiB + 0.01% to 4 MiB, blocks swapped through a shared array",
+             cg=[b + "/mstress_like", n(4)], time=[b + "/mstress_like", n(30)]),
+        dict(name="xmalloc_like", kind="C", desc="xmalloc-test's shape: 2 producers pass single 8..256 B blocks through lock-free rings to 2 consumers",
+             cg=[b + "/xmalloc_like", n(500000)], time=[b + "/xmalloc_like", n(4000000)]),
         dict(name="python3", kind="real", desc="Debian python3 (PYTHONMALLOC=malloc) on bench/py_workload.py",
              cg=[a.python, top + "/bench/py_workload.py", f(0.5)]),
         dict(name="sqlite3", kind="real", desc="Debian sqlite3 shell on bench/sqlite_workload.sql, in memory",
@@ -305,12 +315,18 @@ def parse_kv(line):
     return {k: v for k, v in (x.split("=", 1) for x in line.split() if "=" in x)}
 
 
+STATS_INT = ["samples", "live_samples", "dropped", "peak_live", "peak_live_bytes", "profiler_bytes", "arena_bytes",
+             "arena_resident_bytes", "sampled_bytes", "hwm_kib", "rss_kib", "threads", "single_threaded", "rss_arena_kib", "rss_mi_kib",
+             "rss_anon_kib", "rss_unw_kib", "rss_gcc_kib", "rss_prof_kib", "rss_file_kib"]
+
+
 def phase_samples(a, configs, workloads):
-    """Samples and stack depths of each sampling configuration (a separate, untimed run)."""
+    """Samples, stack depths (bench/unwind_report.c) and memory (bench/stats_report.c) of each sampling
+    configuration, and the memory of `stopped`: a separate, untimed run each, at both sizes."""
     out = {}
     byname = {c["name"]: c for c in configs}
     for w in workloads:
-        for u in UNWINDERS:
+        for u in UNWINDERS + ["stopped"]:
             if u not in byname:
                 continue
             for which in ("cg", "time"):
@@ -318,16 +334,20 @@ def phase_samples(a, configs, workloads):
                     out[w["name"]][u]["time"] = out[w["name"]][u]["cg"]
                     continue
                 rep = os.path.join(a.raw, "samples.%s.%s.%s" % (w["name"], u, which))
-                if os.path.exists(rep):
-                    os.unlink(rep)
-                e = env_of(byname[u], [a.bin + "/unwind_report.so"])
-                e.update(UNWIND_REPORT_OUT=rep, MIMALLOC_PROF_ACCUM="1")
+                mem = rep + ".stats"
+                for f in (rep, mem):
+                    if os.path.exists(f):
+                        os.unlink(f)
+                e = env_of(byname[u], [a.bin + "/unwind_report.so", a.bin + "/stats_report.so"])
+                e.update(UNWIND_REPORT_OUT=rep, STATS_REPORT_OUT=mem, MIMALLOC_PROF_ACCUM="1")
                 code = spawn(w[which], e, os.path.join(a.raw, "samples.out"))[0]
                 kv = parse_kv(last_line(rep)) if code == 0 else {}
+                mv = parse_kv(last_line(mem)) if code == 0 else {}
                 out.setdefault(w["name"], {}).setdefault(u, {})[which] = dict(
                     samples=int(kv.get("samples", 0)), stacks=int(kv.get("stacks", 0)),
                     depth_median=int(kv.get("med_sample", 0)), depth_max=int(kv.get("max", 0)),
-                    dropped=int(kv.get("dropped", 0)), exit=code)
+                    dropped=int(kv.get("dropped", 0)), exit=code,
+                    memory={k: int(mv[k]) for k in STATS_INT if k in mv})
     return out
 
 
@@ -360,6 +380,15 @@ def ratio_stats(num, den):
     lo, hi, cov = sign_interval(rs)
     return dict(median=statistics.median(rs), lo=lo, hi=hi, coverage=cov, n=len(rs),
                 verdict="slower" if lo > 1 else "faster" if hi < 1 else "same")
+
+
+def diff_stats(num, den):
+    """Per-round differences num - den (paired rounds): median, its order-statistic interval, mean."""
+    ds = [x - y for x, y in zip(num, den) if x is not None and y is not None]
+    if not ds:
+        return None
+    lo, hi, cov = sign_interval(ds)
+    return dict(median=statistics.median(ds), lo=lo, hi=hi, coverage=cov, n=len(ds), mean=statistics.mean(ds))
 
 
 def med(xs):
@@ -467,7 +496,7 @@ def machine_meta(a):
     pk = {}
     for p in ["libmimalloc2.0", "libjemalloc2", "libgoogle-perftools4", "python3.11", "sqlite3", "perl-base",
               "valgrind", "gcc-12", "libc6", "libunwind8"]:
-        v = sh("dpkg-query -W -f='${Version}' %s 2>/dev/null" % p)
+        v = sh("dpkg-query -W -f='${Version}\\n' %s 2>/dev/null | head -n 1" % p)   # one line: multiarch copies repeat it
         if v:
             pk[p] = v
     return dict(
@@ -492,6 +521,73 @@ def fmt_ci(st, digits=3):
         return "-"
     mark = {"slower": "+", "faster": "-", "same": ""}[st["verdict"]]
     return "%.*f [%.*f, %.*f]%s" % (digits, st["median"], digits, st["lo"], digits, st["hi"], mark)
+
+
+RSS_FIXED_KIB = 1536        # issue 13: extra peak RSS <= 1.5 MiB + 1 KiB per live sample
+RSS_PER_SAMPLE_KIB = 1
+INSTR_GEOMEAN_C = 1.0015    # sampling / stopped instructions, geometric mean over the C workloads
+INSTR_STDIO = 1.002         # ... and on the single-threaded stdio workload
+WALL_MAX = 1.15             # sampling / stopped wall time, every workload
+STDIO = "stdio_lines"
+SAMPLING = ["fp", "libunwind"]   # the acceptance's "sampling": the default unwinder (auto = libunwind) and fp
+
+
+def acceptance(wl, kinds, names, R, samples):
+    """Issue 13's acceptance criteria, per sampling configuration (fp and libunwind; libgcc for information)."""
+    out = dict(rss=[], rss_mean={}, instr={}, wall=[], criteria=[])
+    have = [u for u in UNWINDERS if u in names and "stopped" in names]
+    for w in wl:
+        for u in have:
+            d = R[w][u].get("rss_delta")
+            s = (samples.get(w, {}).get(u, {}).get("time") or {}).get("memory", {})
+            live = s.get("peak_live")
+            if d is None:
+                continue
+            limit = RSS_FIXED_KIB + RSS_PER_SAMPLE_KIB * (live or 0)
+            out["rss"].append(dict(workload=w, config=u, median_kib=d["median"], lo_kib=d["lo"], hi_kib=d["hi"],
+                                   mean_kib=d["mean"], peak_live=live, limit_kib=limit, met=d["median"] <= limit))
+    for u in have + [c for c in ("jemalloc-prof", "tcmalloc-sample") if c in names]:
+        ds = [R[w][u]["rss_delta"]["median"] for w in wl if R[w][u].get("rss_delta")]
+        if ds:
+            out["rss_mean"][u] = statistics.mean(ds)
+    for u in have:
+        rs = [R[w][u]["instr_ratio"] for w in wl if kinds[w] == "C" and R[w][u].get("instr_ratio")]
+        out["instr"][u] = dict(geomean_c=math.exp(statistics.mean(math.log(r) for r in rs)) if rs else None, n=len(rs),
+                               stdio=R[STDIO][u].get("instr_ratio") if STDIO in wl else None)
+        for w in wl:
+            st = R[w][u].get("wall_ratio")
+            if st:
+                out["wall"].append(dict(workload=w, config=u, median=st["median"], lo=st["lo"], hi=st["hi"],
+                                        coverage=st["coverage"], met=st["median"] <= WALL_MAX))
+
+    def crit(cid, text, u, value, limit, met, detail):
+        out["criteria"].append(dict(id=cid, text=text, config=u, value=value, limit=limit, met=met, detail=detail))
+
+    je = out["rss_mean"].get("jemalloc-prof")
+    for u in have:
+        rows = [r for r in out["rss"] if r["config"] == u]
+        bad = [r for r in rows if not r["met"]]
+        worst = max(rows, key=lambda r: r["median_kib"] - r["limit_kib"]) if rows else None
+        crit("R1", "extra peak RSS over stopped <= 1.5 MiB + 1 KiB per live sample, every workload", u,
+             "%d of %d workloads over" % (len(bad), len(rows)), "0", not bad if rows else None,
+             "worst %s: %+.0f KiB (limit %d KiB)" % (worst["workload"], worst["median_kib"], worst["limit_kib"]) if worst else "")
+        m = out["rss_mean"].get(u)
+        crit("R2", "mean extra peak RSS <= jemalloc prof's (over jemalloc), same run", u,
+             "%+.0f KiB" % m if m is not None else "-", "%+.0f KiB" % je if je is not None else "-",
+             m <= je if m is not None and je is not None else None, "")
+        g = out["instr"][u]
+        crit("I1", "instructions sampling / stopped, geomean over the %d C workloads" % g["n"], u,
+             "%.4f" % g["geomean_c"] if g["geomean_c"] else "-", "%.4f" % INSTR_GEOMEAN_C,
+             g["geomean_c"] <= INSTR_GEOMEAN_C if g["geomean_c"] else None, "")
+        crit("I2", "instructions sampling / stopped, %s" % STDIO, u, "%.4f" % g["stdio"] if g["stdio"] else "-",
+             "%.4f" % INSTR_STDIO, g["stdio"] <= INSTR_STDIO if g["stdio"] else None, "")
+        rows = [r for r in out["wall"] if r["config"] == u]
+        bad = [r for r in rows if not r["met"]]
+        worst = max(rows, key=lambda r: r["median"]) if rows else None
+        crit("W1", "wall sampling / stopped <= %.2f, every workload (median of per-round ratios)" % WALL_MAX, u,
+             "%d of %d workloads over" % (len(bad), len(rows)), "0", not bad if rows else None,
+             "worst %s: %.3f [%.3f, %.3f]" % (worst["workload"], worst["median"], worst["lo"], worst["hi"]) if worst else "")
+    return out
 
 
 def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows, meta, timings):
@@ -534,6 +630,7 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
             x["instr_ratio"] = iratio(w, c, ref) if ref else None
             x["wall_ratio"] = tratio(w, c, ref, "wall")
             x["cpu_ratio"] = tratio(w, c, ref, "cpu")
+            x["rss_delta"] = diff_stats(tm[w][c]["rss"], tm[w][ref]["rss"]) if tm and ref and c in tm[w] and ref in tm[w] else None
             if c in UNWINDERS + ["stopped", "plant", "aa"] and "mimalloc" in names:
                 x["instr_vs_mimalloc"] = iratio(w, c, "mimalloc")
                 x["wall_vs_mimalloc"] = tratio(w, c, "mimalloc", "wall")
@@ -658,6 +755,8 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
                       cpu_slower_or_faster=sum(1 for w in wl if R[w]["aa"]["cpu_ratio"] and R[w]["aa"]["cpu_ratio"]["verdict"] != "same"),
                       workloads=len(wl), instr_noise=aa)
 
+    accept = acceptance(wl, {w["name"]: w["kind"] for w in workloads}, names, R, samples)
+
     doc = dict(
         meta=dict(machine=meta, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                   command=a.command, quick=a.quick, rounds=a.rounds, jobs=a.jobs, scale=a.scale, rate=RATE,
@@ -667,7 +766,7 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
                   phases_seconds=timings, load_average=a.loadavg),
         configs=[dict(name=c["name"], label=c["label"], ref=c["ref"], env=env_words(c)) for c in configs],
         workloads=[dict(name=w["name"], kind=w["kind"], desc=w["desc"], callgrind_argv=w["cg"], timing_argv=w["time"]) for w in workloads],
-        results=R, aa_instruction_noise=aa, breakdown=breakdown, output_differs=same_output, samples=samples, targets=targets, plant=plant, aa_control=aa_ctl,
+        results=R, acceptance=accept, aa_instruction_noise=aa, breakdown=breakdown, output_differs=same_output, samples=samples, targets=targets, plant=plant, aa_control=aa_ctl,
         micro=dict(sample_cost=micro_cost, prof_scale=scale_rows))
     return doc
 
@@ -712,6 +811,23 @@ def markdown(doc, a):
         add("| %s: %s | %s | <= %s | %s | %s |" % (t["id"], t["text"], v, lim, {True: "met", False: "**missed**", None: "n/a"}[t["met"]],
                                                 t.get("note") or ""))
     add("")
+
+    # Issue 13's acceptance
+    acc = doc.get("acceptance") or {}
+    if acc.get("criteria"):
+        add("## Acceptance (issue 13): sampling at %d against ours stopped" % meta["rate"])
+        add("")
+        add("| criterion | configuration | measured | limit | | detail |")
+        add("|---|---|---|---|---|---|")
+        for c in acc["criteria"]:
+            add("| %s: %s | %s | %s | %s | %s | %s |" % (c["id"], c["text"], c["config"], c["value"], c["limit"],
+                                                       {True: "pass", False: "**FAIL**", None: "n/a"}[c["met"]], c["detail"]))
+        add("")
+        add("Extra peak RSS: median over rounds of the per-round difference of `ru_maxrss` (configuration - stopped), "
+            "its interval as for the ratios; live samples: the most live at once in a separate run with "
+            "`bench/stats_report.c` (timed size, same seed).  libgcc is reported below but not held to the criteria "
+            "(not the default unwinder: `auto` takes libunwind).")
+        add("")
 
     # Controls
     p = doc["plant"]
@@ -824,6 +940,49 @@ def markdown(doc, a):
             "%.2f" % (R[w][c]["rss_kib"] / g) if g and R[w][c].get("rss_kib") else "-" for c in names if c != "glibc")))
     add("")
 
+    add("## Extra peak RSS over the reference, KiB: median of per-round differences [interval]")
+    add("")
+    dcols = [c for c in names if refs[c] and c not in ("glibc",)]
+    add("| workload | stopped MiB | " + " | ".join("%s - %s" % (c, refs[c]) for c in dcols) + " |")
+    add("|---|---:|" + "---:|" * len(dcols))
+    for w in wl:
+        st = R[w].get("stopped", {}).get("rss_kib")
+
+        def dcell(c):
+            d = R[w][c].get("rss_delta")
+            if d is None:
+                return "-"
+            return "%+.0f [%+.0f, %+.0f]" % (d["median"], d["lo"], d["hi"])
+        add("| %s | %s | %s |" % (w, "%.1f" % (st / 1024) if st else "-", " | ".join(dcell(c) for c in dcols)))
+    add("")
+    am = (doc.get("acceptance") or {}).get("rss_mean") or {}
+    if am:
+        add("Mean over the workloads of the medians: " + ", ".join("%s %+.0f KiB" % kv for kv in am.items()) + ".")
+        add("")
+
+    if doc["samples"]:
+        add("## Samples and memory per run (separate runs with bench/stats_report.c, timed size, seed 1)")
+        add("")
+        add("| workload | configuration | samples | peak live | live at exit | arena resident KiB | sampled KiB | profiler tables KiB (mapped) | VmHWM KiB | threads at exit (single-threaded throughout) | RSS KiB at exit: arena / mimalloc / other anon / libunwind+lzma / libgcc_s / ours / other files |")
+        add("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for w in wl:
+            for u in ["stopped"] + UNWINDERS:
+                s_ = (doc["samples"].get(w, {}).get(u, {}).get("time") or {}).get("memory")
+                if not s_:
+                    continue
+                add("| %s | %s | %d | %d | %d | %.0f | %.0f | %.0f | %d | %d%s | %d / %d / %d / %d / %d / %d / %d |" % (
+                    w, u, s_.get("samples", 0), s_.get("peak_live", 0), s_.get("live_samples", 0),
+                    s_.get("arena_resident_bytes", 0) / 1024, s_.get("sampled_bytes", 0) / 1024,
+                    s_.get("profiler_bytes", 0) / 1024, s_.get("hwm_kib", 0), s_.get("threads", 0),
+                    " (yes)" if s_.get("single_threaded") == 1 else "",
+                    s_.get("rss_arena_kib", 0), s_.get("rss_mi_kib", 0), s_.get("rss_anon_kib", 0),
+                    s_.get("rss_unw_kib", 0), s_.get("rss_gcc_kib", 0), s_.get("rss_prof_kib", 0), s_.get("rss_file_kib", 0)))
+        add("")
+        add("Arena resident: `arena_resident_bytes` (an upper bound: touched pages of page chunks, live and cached chunk "
+            "runs); the RSS split is `/proc/self/smaps` at exit, after the program freed its blocks (the arena's pages "
+            "stay until a later heap operation).  One run each: the per-round figures are in the RSS tables above.")
+        add("")
+
     B = doc.get("breakdown") or {}
     add("## Minor page faults (thousands, medians)")
     add("")
@@ -840,8 +999,7 @@ def markdown(doc, a):
                               ("libpthread", "libc"), ("libm.so", "libm")):
                 if o.startswith(pre):
                     return name
-            return "program" if o in ("malloc_loop", "mixed_live", "xthread", "realloc_heavy", "aligned", "thread_churn",
-                                      "python3.11", "sqlite3", "perl") else "other"
+            return "program" if o in wl + ["python3.11"] else "other"
 
         def grouped(by_object):
             g = {}

@@ -13,10 +13,12 @@
 #   jemalloc and jemalloc-prof (MALLOC_CONF=prof:true,lg_prof_sample:19), tcmalloc and
 #   tcmalloc-sample (TCMALLOC_SAMPLE_PARAMETER=524288)
 #
-# on the workloads malloc_loop, mixed_live, xthread, realloc_heavy, aligned, thread_churn (bench/*.c)
-# and python3, sqlite3, perl (Debian's programs on bench/py_workload.py, sqlite_workload.sql,
-# pl_workload.pl): instructions (callgrind), wall and CPU time and peak RSS (interleaved rounds), and
-# runs the microbenchmarks (cost per sample, dump time, profiler memory).  Writes
+# on the workloads malloc_loop, mixed_live, xthread, realloc_heavy, aligned, thread_churn, stdio_lines,
+# thread_short, rptest_like, mstress_like, xmalloc_like (bench/*.c) and python3, sqlite3, perl (Debian's
+# programs on bench/py_workload.py, sqlite_workload.sql, pl_workload.pl): instructions (callgrind), wall
+# and CPU time and peak RSS (interleaved rounds), samples and memory per run (bench/stats_report.c), the
+# acceptance checks of issue 13, and runs the microbenchmarks (cost per sample, dump time, profiler
+# memory).  Writes
 # OUT/results.json and OUT/results.md and prints the markdown.  See bench/README.md.
 #
 # Usage: bench/run.sh [LIB]   (LIB: a built libmimalloc-prof.so.0 to measure instead of building one)
@@ -48,9 +50,11 @@ if [ "${NO_INSTALL:-0}" != 1 ]; then
   if [ -n "$missing" ]; then
     if [ "$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi
     echo "run.sh: installing$missing"
-    $sudo apt-get update -qq
+    # Other installs may hold the dpkg lock (a shared machine, CI): wait for it instead of failing.
+    $sudo apt-get -o DPkg::Lock::Timeout=900 update -qq
     # shellcheck disable=SC2086  # $missing is a list of package names
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
+      $missing >/dev/null
   fi
 fi
 
@@ -81,7 +85,8 @@ fi
 # --- workloads and microbenchmarks -----------------------------------------------------------------
 # The workloads are built as README.md tells programs to be built for stack traces: with frame pointers.
 fpflags="-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
-for w in malloc_loop mixed_live xthread realloc_heavy aligned thread_churn; do
+for w in malloc_loop mixed_live xthread realloc_heavy aligned thread_churn stdio_lines thread_short rptest_like \
+         mstress_like xmalloc_like; do
   # shellcheck disable=SC2086  # $fpflags is a list of flags
   cc -O2 -fno-builtin $fpflags -Wall -pthread -o "$bin/$w" "bench/$w.c"
 done
@@ -91,6 +96,9 @@ for m in sample_cost prof_scale; do
     "$lib" -Wl,-rpath,"$libdir"
 done
 cc -O2 -fPIC -shared -Iinclude -o "$bin/unwind_report.so" bench/unwind_report.c -ldl -lm
+cc -O2 -fPIC -shared -Iinclude -o "$bin/stats_report.so" bench/stats_report.c -ldl
+# stdio_lines' input: 1,000,000 lines (65 MB; QUICK reads a tenth), the same text every time.
+"$bin/stdio_lines" gen "$bin/lines.txt" 1000000
 cc -O2 -Wall -o "$bin/runone" bench/runone.c
 
 # libunwind: a build without it falls back to libgcc (and says so); the report notes it.

@@ -13,6 +13,8 @@
  *                      tables mapped; arena address space mapped; arena pages that may be resident
  *                      (an upper bound); usable bytes of the live sampled blocks
  *   hwm_kib rss_kib threads     /proc/self/status at exit: VmHWM (peak RSS), VmRSS, Threads
+ *   single_threaded    glibc's __libc_single_threaded at exit: 1 only if the process never created a
+ *                      thread (glibc 2.36 does not set it back once threads have come and gone)
  *   rss_arena_kib      resident KiB inside the sampled-block window (/proc/self/smaps, at exit)
  *   rss_mi_kib         resident anonymous KiB in mappings at or above 2 TiB and below 0x7f0000000000
  *                      (where mimalloc places its segments on x86-64)
@@ -33,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include <mimalloc-prof.h>
@@ -130,12 +133,12 @@ __attribute__((destructor)) static void report_end(void)
   int len = snprintf(line, sizeof line,
                      "found=%d samples=%llu live_samples=%llu dropped=%llu slow_path_calls=%llu peak_live=%ld "
                      "peak_live_bytes=%lld profiler_bytes=%llu arena_bytes=%llu arena_resident_bytes=%llu "
-                     "sampled_bytes=%llu hwm_kib=%ld rss_kib=%ld threads=%ld rss_arena_kib=%ld rss_mi_kib=%ld "
+                     "sampled_bytes=%llu hwm_kib=%ld rss_kib=%ld threads=%ld single_threaded=%d rss_arena_kib=%ld rss_mi_kib=%ld "
                      "rss_anon_kib=%ld rss_unw_kib=%ld rss_gcc_kib=%ld rss_prof_kib=%ld rss_file_kib=%ld\n",
                      stats_fn != NULL, (unsigned long long)st.samples, (unsigned long long)st.live_samples, dropped,
                      (unsigned long long)st.slow_path_calls, peak, peak_bytes, (unsigned long long)st.profiler_bytes,
                      (unsigned long long)st.arena_bytes, (unsigned long long)st.arena_resident_bytes,
-                     (unsigned long long)st.sampled_bytes, hwm, rss, threads, r[R_ARENA], r[R_MI], r[R_ANON],
+                     (unsigned long long)st.sampled_bytes, hwm, rss, threads, (int)__libc_single_threaded, r[R_ARENA], r[R_MI], r[R_ANON],
                      r[R_UNW], r[R_GCC], r[R_PROF], r[R_FILE]);
   const char *path = getenv("STATS_REPORT_OUT");
   int fd = path != NULL ? open(path, O_WRONLY | O_CREAT | O_APPEND, 0644) : 2;
