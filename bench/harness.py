@@ -523,6 +523,10 @@ def fmt_ci(st, digits=3):
     return "%.*f [%.*f, %.*f]%s" % (digits, st["median"], digits, st["lo"], digits, st["hi"], mark)
 
 
+SINGLE_THREADED = ["malloc_loop", "mixed_live", "realloc_heavy", "aligned", "stdio_lines"]  # C workloads with one thread
+# The profiler's own code: what sampling runs besides the program, mimalloc and libc (whose counts in a
+# multi-threaded program under valgrind move with the thread interleaving, see the A/A control).
+OWN_OBJECTS = ("libmimalloc-prof", "libunwind", "liblzma", "libgcc_s", "ld-linux", "libm.so")
 RSS_FIXED_KIB = 1536        # issue 13: extra peak RSS <= 1.5 MiB + 1 KiB per live sample
 RSS_PER_SAMPLE_KIB = 1
 INSTR_GEOMEAN_C = 1.0015    # sampling / stopped instructions, geometric mean over the C workloads
@@ -532,7 +536,11 @@ STDIO = "stdio_lines"
 SAMPLING = ["fp", "libunwind"]   # the acceptance's "sampling": the default unwinder (auto = libunwind) and fp
 
 
-def acceptance(wl, kinds, names, R, samples):
+def geomean(rs):
+    return math.exp(statistics.mean(math.log(r) for r in rs)) if rs else None
+
+
+def acceptance(wl, kinds, names, R, samples, breakdown):
     """Issue 13's acceptance criteria, per sampling configuration (fp and libunwind; libgcc for information)."""
     out = dict(rss=[], rss_mean={}, instr={}, wall=[], criteria=[])
     have = [u for u in UNWINDERS if u in names and "stopped" in names]
@@ -551,8 +559,16 @@ def acceptance(wl, kinds, names, R, samples):
         if ds:
             out["rss_mean"][u] = statistics.mean(ds)
     for u in have:
-        rs = [R[w][u]["instr_ratio"] for w in wl if kinds[w] == "C" and R[w][u].get("instr_ratio")]
-        out["instr"][u] = dict(geomean_c=math.exp(statistics.mean(math.log(r) for r in rs)) if rs else None, n=len(rs),
+        cw = [w for w in wl if kinds[w] == "C" and R[w][u].get("instr_ratio")]
+        rs = [R[w][u]["instr_ratio"] for w in cw]
+        st = [R[w][u]["instr_ratio"] for w in cw if w in SINGLE_THREADED]
+        own = {}
+        for w in cw:
+            d, ist = (breakdown.get(w) or {}).get(u), R[w]["stopped"].get("instructions")
+            if d and ist:
+                own[w] = 1 + sum(v for o, v in d["by_object"].items() if o.startswith(OWN_OBJECTS)) / ist
+        out["instr"][u] = dict(geomean_c=geomean(rs), n=len(rs), geomean_st=geomean(st), n_st=len(st),
+                               geomean_own=geomean(list(own.values())), own=own,
                                stdio=R[STDIO][u].get("instr_ratio") if STDIO in wl else None)
         for w in wl:
             st = R[w][u].get("wall_ratio")
@@ -579,6 +595,13 @@ def acceptance(wl, kinds, names, R, samples):
         crit("I1", "instructions sampling / stopped, geomean over the %d C workloads" % g["n"], u,
              "%.4f" % g["geomean_c"] if g["geomean_c"] else "-", "%.4f" % INSTR_GEOMEAN_C,
              g["geomean_c"] <= INSTR_GEOMEAN_C if g["geomean_c"] else None, "")
+        crit("I1st", "  the same over the %d single-threaded C workloads (A/A: exact)" % g["n_st"], u,
+             "%.4f" % g["geomean_st"] if g["geomean_st"] else "-", "%.4f" % INSTR_GEOMEAN_C,
+             g["geomean_st"] <= INSTR_GEOMEAN_C if g["geomean_st"] else None, "")
+        crit("I1own", "  the profiler's own instructions (%s) / stopped, geomean over the C workloads" % ", ".join(
+            o.rstrip(".") for o in OWN_OBJECTS), u, "%.4f" % g["geomean_own"] if g["geomean_own"] else "-",
+             "%.4f" % INSTR_GEOMEAN_C, g["geomean_own"] <= INSTR_GEOMEAN_C if g["geomean_own"] else None,
+             "worst %s %.4f" % max(g["own"].items(), key=lambda kv: kv[1]) if g["own"] else "")
         crit("I2", "instructions sampling / stopped, %s" % STDIO, u, "%.4f" % g["stdio"] if g["stdio"] else "-",
              "%.4f" % INSTR_STDIO, g["stdio"] <= INSTR_STDIO if g["stdio"] else None, "")
         rows = [r for r in out["wall"] if r["config"] == u]
@@ -755,11 +778,11 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
                       cpu_slower_or_faster=sum(1 for w in wl if R[w]["aa"]["cpu_ratio"] and R[w]["aa"]["cpu_ratio"]["verdict"] != "same"),
                       workloads=len(wl), instr_noise=aa)
 
-    accept = acceptance(wl, {w["name"]: w["kind"] for w in workloads}, names, R, samples)
+    accept = acceptance(wl, {w["name"]: w["kind"] for w in workloads}, names, R, samples, breakdown)
 
     doc = dict(
         meta=dict(machine=meta, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                  command=a.command, quick=a.quick, rounds=a.rounds, jobs=a.jobs, scale=a.scale, rate=RATE,
+                  command=a.command, quick=a.quick, rounds=a.rounds, cg_samples=a.cg_samples, jobs=a.jobs, scale=a.scale, rate=RATE,
                   plant=dict(method=a.plant_method, nops=a.plant, preload=a.plant_preload),
                   interval="median of per-round paired ratios; 95% distribution-free order-statistic (sign-test) "
                            "interval for that median (coverage given; [min, max] when fewer than 6 rounds)",
@@ -822,6 +845,38 @@ def markdown(doc, a):
         for c in acc["criteria"]:
             add("| %s: %s | %s | %s | %s | %s | %s |" % (c["id"], c["text"], c["config"], c["value"], c["limit"],
                                                        {True: "pass", False: "**FAIL**", None: "n/a"}[c["met"]], c["detail"]))
+        add("")
+        add("Per workload (fp; libunwind), against ours stopped: instructions (whole process; the profiler's own "
+            "objects only); extra peak RSS, KiB [interval] and its limit; wall time [interval].")
+        add("")
+        add("| workload | instructions fp; libunwind | own fp; libunwind | extra RSS fp | extra RSS libunwind | limit | wall fp | wall libunwind |")
+        add("|---|---|---|---|---|---:|---|---|")
+        rss = {(r["workload"], r["config"]): r for r in acc["rss"]}
+        wall = {(r["workload"], r["config"]): r for r in acc["wall"]}
+        for w in wl:
+            def rcell(u):
+                r = rss.get((w, u))
+                if not r:
+                    return "-"
+                cell = "%+.0f [%+.0f, %+.0f]" % (r["median_kib"], r["lo_kib"], r["hi_kib"])
+                return cell if r["met"] else "**%s**" % cell
+
+            def wcell(u):
+                r = wall.get((w, u))
+                if not r:
+                    return "-"
+                cell = "%.3f [%.3f, %.3f]" % (r["median"], r["lo"], r["hi"])
+                return cell if r["met"] else "**%s**" % cell
+
+            def icell(key):
+                vals = []
+                for u in ("fp", "libunwind"):
+                    v = R[w][u].get("instr_ratio") if key == "all" else acc["instr"].get(u, {}).get("own", {}).get(w)
+                    vals.append("%.4f" % v if v else "-")
+                return "; ".join(vals)
+            lim = rss.get((w, "fp"), rss.get((w, "libunwind"), {})).get("limit_kib")
+            add("| %s | %s | %s | %s | %s | %s | %s | %s |" % (w, icell("all"), icell("own"), rcell("fp"), rcell("libunwind"),
+                                                          "%d" % lim if lim else "-", wcell("fp"), wcell("libunwind")))
         add("")
         add("Extra peak RSS: median over rounds of the per-round difference of `ru_maxrss` (configuration - stopped), "
             "its interval as for the ratios; live samples: the most live at once in a separate run with "
@@ -1148,15 +1203,33 @@ def markdown(doc, a):
 
 # ---------------------------------------------------------------------------------------------------
 
+def rerender(a):
+    """The report of an earlier run again, with this version's acceptance checks and tables."""
+    with open(a.rerender) as fh:
+        doc = json.load(fh)
+    wl = [w["name"] for w in doc["workloads"]]
+    doc["acceptance"] = acceptance(wl, {w["name"]: w["kind"] for w in doc["workloads"]},
+                                   [c["name"] for c in doc["configs"]], doc["results"], doc["samples"] or {},
+                                   doc.get("breakdown") or {})
+    a.cg_samples = doc["meta"].get("cg_samples", 3000)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "results.json"), "w") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=False)
+    md = markdown(doc, a)
+    with open(os.path.join(a.out, "results.md"), "w") as fh:
+        fh.write(md)
+    print(md)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--top", required=True)
-    p.add_argument("--lib", required=True)
-    p.add_argument("--bin", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--plant", type=int, required=True)
-    p.add_argument("--plant-method", required=True)
-    p.add_argument("--plant-preload", required=True)
+    p.add_argument("--top")
+    p.add_argument("--lib")
+    p.add_argument("--bin")
+    p.add_argument("--out")
+    p.add_argument("--plant", type=int)
+    p.add_argument("--plant-method")
+    p.add_argument("--plant-preload")
     p.add_argument("--quick", type=int, default=0)
     p.add_argument("--rounds", type=int, default=0)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
@@ -1165,7 +1238,16 @@ def main():
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--have-libunwind", type=int, default=1)
     p.add_argument("--command", default="bench/run.sh")
+    p.add_argument("--rerender", metavar="RESULTS_JSON",
+                   help="only recompute the acceptance checks and the tables of an earlier results.json (to OUT)")
     a = p.parse_args()
+    if a.rerender:
+        a.out = a.out or os.path.dirname(os.path.abspath(a.rerender))
+        rerender(a)
+        return
+    for k in ("top", "lib", "bin", "out", "plant", "plant_method", "plant_preload"):
+        if getattr(a, k) is None:
+            p.error("--%s is required" % k.replace("_", "-"))
     a.rounds = a.rounds or (3 if a.quick else 12)
     a.scale = 0.1 if a.quick else 1.0
     a.depths = [8, 32] if a.quick else [8, 16, 32, 64]
