@@ -8,8 +8,8 @@
  *   - sampled, p sampled:   p's record goes (observer: on_free), a new record at the block's address (in
  *                           place when it fits as a fresh request would, else a move within the arena);
  *   - sampled, p ordinary:  the block moves into the sampled-block heap and is recorded;
- *   - not sampled, p sampled: p's record goes; the block stays where it is, untracked, when it fits, or
- *                           moves to mimalloc;
+ *   - not sampled, p sampled: p's record goes; the block moves to mimalloc, or stays where it is,
+ *                           untracked, when it fits and a move would copy more than MOVE_OUT_MAX;
  *   - not sampled, p ordinary: mi_realloc (the fast path does this without coming here).
  * Then the estimates of allocated and in-use objects and bytes are unbiased per stack for chains of any
  * length, in place or moving (the rule it replaces — a sampled block kept its record through in-place
@@ -190,17 +190,26 @@ static void *realloc_sampled(mprof_tls_t *t, void *p, const mprof_req_t *r, bool
   return p == NULL ? q : move_to(q, p, old, r->size, p_sampled);
 }
 
+/* An unsampled realloc of a sampled block moves it to mimalloc when that copies at most this many bytes,
+ * even where it would fit in place: kept, it would be an orphan whose every later realloc and free takes
+ * the slow path (bench/realloc_heavy.c: 16 slow reallocs per sample, ~870 instructions each, 1.40x the
+ * instructions of stopped), and such a copy costs about what one of those does.  A block that copies
+ * more stays when it fits. */
+#define MOVE_OUT_MAX ((size_t)16 * 1024)
+
 /* The realloc is not sampled, and p is a sampled block.  Guard up. */
 static void *realloc_unsampled(void *p, const mprof_req_t *r)
 {
-  if (aligned(p, r) && mprof_sheap_resize(p, r->size)) {   /* stays where it is, an orphan */
+  size_t old = mprof_sheap_usable_size(p);
+  if ((old < r->size ? old : r->size) > MOVE_OUT_MAX && aligned(p, r) &&
+      mprof_sheap_resize(p, r->size)) {                     /* stays where it is, an orphan */
     mprof_record_t old = {.heap = NULL};
     forget(p, &old);
     mprof_record_orphan((uintptr_t)p, r->size, old.heap != NULL ? old.heap : mprof_sample_heap(r));
     return p;
   }
   void *q = r->plain(r);
-  return q == NULL ? NULL : move_to(q, p, mprof_sheap_usable_size(p), r->size, true);
+  return q == NULL ? NULL : move_to(q, p, old, r->size, true);
 }
 
 /* realloc with the guard up (a signal handler inside the profiler), p sampled: a move, the free of p
