@@ -23,7 +23,8 @@
 #
 # Usage: bench/run.sh [LIB]   (LIB: a built libmimalloc-prof.so.0 to measure instead of building one)
 # Environment:
-#   QUICK=1     about 2 minutes: workloads at a tenth of their size, 3 rounds, shorter microbenchmarks
+#   QUICK=1     about 5.5 minutes (the full run about 19): workloads at a tenth of their size, 3 rounds,
+#               shorter microbenchmarks
 #   REPS=N      timed rounds (default 12; QUICK: 3)
 #   JOBS=N      callgrind runs at a time (default: the number of cores)
 #   PLANT=N     nops the planted control adds per call (default 4)
