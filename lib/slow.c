@@ -200,8 +200,8 @@ static void *realloc_sampled(mprof_tls_t *t, void *p, const mprof_req_t *r, bool
 /* The realloc is not sampled, and p is a sampled block.  Guard up. */
 static void *realloc_unsampled(void *p, const mprof_req_t *r)
 {
-  size_t old = mprof_sheap_usable_size(p);
-  if ((old < r->size ? old : r->size) > MOVE_OUT_MAX && aligned(p, r) &&
+  size_t usable = mprof_sheap_usable_size(p);
+  if ((usable < r->size ? usable : r->size) > MOVE_OUT_MAX && aligned(p, r) &&
       mprof_sheap_resize(p, r->size)) {                     /* stays where it is, an orphan */
     mprof_record_t old = {.heap = NULL};
     forget(p, &old);
@@ -209,7 +209,7 @@ static void *realloc_unsampled(void *p, const mprof_req_t *r)
     return p;
   }
   void *q = r->plain(r);
-  return q == NULL ? NULL : move_to(q, p, old, r->size, true);
+  return q == NULL ? NULL : move_to(q, p, usable, r->size, true);
 }
 
 /* realloc with the guard up (a signal handler inside the profiler), p sampled: a move, the free of p
