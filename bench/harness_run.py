@@ -1,0 +1,188 @@
+"""harness_run.py - running the measured programs for bench/harness.py: one process (timed through
+bench/runone.c, or under callgrind), and the phases callgrind, timing and samples over every workload and
+configuration."""
+import concurrent.futures
+import hashlib
+import os
+import random
+import re
+import subprocess
+import time
+
+from harness_setup import ANNOTATED, UNWINDERS, env_of
+
+
+def spawn(argv, env, out_path):
+    """Runs argv; returns (exit code, wall ns, cpu s, maxrss KiB)."""
+    fa = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+          (os.POSIX_SPAWN_OPEN, 1, out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+          (os.POSIX_SPAWN_DUP2, 1, 2)]
+    t0 = time.perf_counter_ns()
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=fa)
+    _, status, ru = os.wait4(pid, 0)
+    t1 = time.perf_counter_ns()
+    return os.waitstatus_to_exitcode(status), t1 - t0, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+
+
+def spawn_timed(a, argv, env, out_path):
+    """Runs argv through bench/runone.c; returns (exit code, wall ns, cpu s, maxrss KiB, minor faults)."""
+    res = out_path + ".res"
+    code = spawn([a.bin + "/runone", res] + argv, env, out_path)[0]
+    kv = parse_kv(last_line(res)) if code == 0 else {}
+    if "exit" not in kv:
+        return 255, None, None, None, None
+    return int(kv["exit"]), int(kv["wall_ns"]), int(kv["cpu_ns"]) / 1e9, int(kv["maxrss_kib"]), int(kv["minflt"])
+
+
+def last_line(path):
+    try:
+        with open(path, errors="replace") as fh:
+            lines = [x.strip() for x in fh if x.strip()]
+        return lines[-1] if lines else ""
+    except OSError:
+        return ""
+
+
+def annotate(profile):
+    """Self instructions per (object, function) of a callgrind profile, via callgrind_annotate."""
+    txt = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", profile],
+                         capture_output=True, text=True).stdout
+    costs, obj = {}, "?"
+    for line in txt.splitlines():
+        m = re.match(r"\s*([\d,]+) \([ \d.]+%\)\s+(.*?)(?: \[(.*)\])?$", line)
+        if not m or m.group(2) == "PROGRAM TOTALS":
+            continue
+        if m.group(3):
+            obj = os.path.basename(m.group(3))
+        fn = m.group(2)
+        fn = fn.split(":", 1)[1] if ":" in fn and not fn.startswith("0x") else fn
+        key = obj + "\t" + fn
+        costs[key] = costs.get(key, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def callgrind(argv, env, tag, raw, extra=(), keep=False):
+    """Instructions of one whole run under callgrind (or of its toggled part with --collect-atstart=no);
+    with keep, also its self instructions per function."""
+    log, out, prof = (os.path.join(raw, tag + x) for x in (".vg.log", ".out", ".cg"))
+    cmd = ["/usr/bin/valgrind", "--tool=callgrind", "--callgrind-out-file=" + (prof if keep else "/dev/null"),
+           "--log-file=" + log] + list(extra) + argv
+    code, wall, _, _ = spawn(cmd, env, out)
+    n = None
+    try:
+        with open(log) as fh:
+            m = re.search(r"Collected : (\d+)", fh.read())
+            n = int(m.group(1)) if m else None
+    except OSError:
+        pass
+    try:
+        with open(out, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()[:16]
+    except OSError:
+        digest = None
+    r = dict(instructions=n, exit=code, seconds=wall / 1e9, output=last_line(out), digest=digest)
+    if keep and os.path.exists(prof):
+        r["functions"] = annotate(prof)
+        os.unlink(prof)
+    return r
+
+
+def phase_callgrind(a, configs, workloads, micro_jobs):
+    jobs = []
+    for w in workloads:
+        for c in configs:
+            jobs.append(("wl", w, c))
+    jobs += micro_jobs
+    results, micro = {}, {}
+    t0 = time.time()
+    done = 0
+
+    def run(job):
+        if job[0] == "wl":
+            _, w, c = job
+            return job, callgrind(w["cg"], env_of(c), "cg.%s.%s" % (w["name"], c["name"]), a.raw,
+                                  keep=c["name"] in ANNOTATED)
+        _, key, argv, env, extra = job
+        return job, callgrind(argv, env, "cg.micro.%s" % key, a.raw, extra)
+
+    # Longest first: the slow allocators' real programs would otherwise finish last, alone.
+    order = sorted(jobs, key=lambda j: 0 if j[0] == "wl" and j[1]["kind"] == "real" else 1)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        for job, r in pool.map(run, order):
+            done += 1
+            if job[0] == "wl":
+                results.setdefault(job[1]["name"], {})[job[2]["name"]] = r
+                if r["instructions"] is None or r["exit"] != 0:
+                    print("  callgrind: %s under %s failed (exit %s), see %s" % (job[1]["name"], job[2]["name"], r["exit"], a.raw))
+            else:
+                micro[job[1]] = r
+            if done % 10 == 0 or done == len(order):
+                print("  callgrind: %d/%d runs, %.0f s" % (done, len(order), time.time() - t0), flush=True)
+    return results, micro
+
+
+def phase_timing(a, configs, workloads):
+    configs = [c for c in configs if c["timed"]]
+    rng = random.Random(20240601)
+    res = {w["name"]: {c["name"]: dict(wall=[], cpu=[], rss=[], minflt=[], fail=0) for c in configs} for w in workloads}
+    scratch = os.path.join(a.raw, "time.out")
+    for w in workloads:                                   # warm the page cache and the binaries
+        spawn_timed(a, w["time"], env_of(configs[0]), scratch)
+    t0 = time.time()
+    for r in range(a.rounds):
+        for w in workloads:
+            order = list(configs)
+            rng.shuffle(order)
+            for c in order:
+                code, wall, cpu, rss, flt = spawn_timed(a, w["time"], env_of(c), scratch)
+                cell = res[w["name"]][c["name"]]
+                if code != 0:
+                    cell["fail"] += 1
+                    print("  timing: %s under %s exited %d: %s" % (w["name"], c["name"], code, last_line(scratch)))
+                    wall = cpu = rss = flt = None
+                cell["wall"].append(wall / 1e6 if wall is not None else None)
+                cell["cpu"].append(cpu * 1e3 if cpu is not None else None)
+                cell["rss"].append(rss)
+                cell["minflt"].append(flt)
+        print("  timing: round %d/%d, %.0f s" % (r + 1, a.rounds, time.time() - t0), flush=True)
+    return res
+
+
+def parse_kv(line):
+    return {k: v for k, v in (x.split("=", 1) for x in line.split() if "=" in x)}
+
+
+STATS_INT = ["samples", "live_samples", "dropped", "peak_live", "peak_live_bytes", "profiler_bytes", "arena_bytes",
+             "arena_resident_bytes", "sampled_bytes", "hwm_kib", "rss_kib", "threads", "single_threaded", "rss_arena_kib", "rss_mi_kib",
+             "rss_anon_kib", "rss_unw_kib", "rss_gcc_kib", "rss_prof_kib", "rss_file_kib"]
+
+
+def phase_samples(a, configs, workloads):
+    """Samples, stack depths (bench/unwind_report.c) and memory (bench/stats_report.c) of each sampling
+    configuration, and the memory of `stopped`: a separate, untimed run each, at both sizes."""
+    out = {}
+    byname = {c["name"]: c for c in configs}
+    for w in workloads:
+        for u in UNWINDERS + ["stopped"]:
+            if u not in byname:
+                continue
+            for which in ("cg", "time"):
+                if which == "time" and w["time"] == w["cg"]:
+                    out[w["name"]][u]["time"] = out[w["name"]][u]["cg"]
+                    continue
+                rep = os.path.join(a.raw, "samples.%s.%s.%s" % (w["name"], u, which))
+                mem = rep + ".stats"
+                for f in (rep, mem):
+                    if os.path.exists(f):
+                        os.unlink(f)
+                e = env_of(byname[u], [a.bin + "/unwind_report.so", a.bin + "/stats_report.so"])
+                e.update(UNWIND_REPORT_OUT=rep, STATS_REPORT_OUT=mem, MIMALLOC_PROF_ACCUM="1")
+                code = spawn(w[which], e, os.path.join(a.raw, "samples.out"))[0]
+                kv = parse_kv(last_line(rep)) if code == 0 else {}
+                mv = parse_kv(last_line(mem)) if code == 0 else {}
+                out.setdefault(w["name"], {}).setdefault(u, {})[which] = dict(
+                    samples=int(kv.get("samples", 0)), stacks=int(kv.get("stacks", 0)),
+                    depth_median=int(kv.get("med_sample", 0)), depth_max=int(kv.get("max", 0)),
+                    dropped=int(kv.get("dropped", 0)), exit=code,
+                    memory={k: int(mv[k]) for k in STATS_INT if k in mv})
+    return out
