@@ -187,24 +187,25 @@ START_TEST(control_peer_check)
   if (geteuid() != 0) MPROF_TEST_SKIP("not root, cannot be another user");
   ck_assert_ptr_null(getpwuid(OTHER_UID));
   ck_assert_ptr_null(getpwuid(PROBE_UID));
-  char dir[PATH_MAX], control[PATH_MAX + 32], path[PATH_MAX], reuid[32], regid[32];
-  socket_dir(dir, sizeof dir);
-  *strrchr(dir, '/') = '\0';
-  ck_assert_int_eq(chmod(dir, 0711), 0);            /* the run's directory: others may pass through */
-  dir[strlen(dir)] = '/';
+  /* Everything PROBE_UID needs lies below a directory of /tmp that others may pass through (0711), not
+   * below TMPDIR, which may be private (scripts/deb.sh gives dpkg-buildpackage a 0700 one), nor beside
+   * the build, which may sit below a directory closed to others (a clone under /root, as on CI machines):
+   * the socket's directory (PROBE_UID's, 0755) and copies of the probe and of the library it links (bin,
+   * LD_LIBRARY_PATH, which comes before the probe's RUNPATH). */
+  char base[] = "/tmp/mprof-peer-XXXXXX", dir[PATH_MAX], bin[PATH_MAX], control[PATH_MAX + 32], path[PATH_MAX],
+       reuid[32], regid[32], probe[PATH_MAX + 64], lib[PATH_MAX + 64], libpath[PATH_MAX + 32];
+  ck_assert_ptr_nonnull(mkdtemp(base));
+  ck_assert_int_eq(chmod(base, 0711), 0);
+  snprintf(dir, sizeof dir, "%s/sock", base);
+  snprintf(bin, sizeof bin, "%s/bin", base);
+  ck_assert_int_eq(mkdir(dir, 0755), 0);
   ck_assert_int_eq(chown(dir, PROBE_UID, PROBE_UID), 0);
-  ck_assert_int_eq(chmod(dir, 0755), 0);
+  ck_assert_int_eq(mkdir(bin, 0755), 0);
   set_var(control, sizeof control, "MIMALLOC_PROF_CONTROL", dir);
   snprintf(reuid, sizeof reuid, "--reuid=%u", PROBE_UID);
   snprintf(regid, sizeof regid, "--regid=%u", PROBE_UID);
-  /* The probe and the library it links, copied where PROBE_UID can reach them: the build may sit below a
-   * directory closed to others (a clone under /root, as on CI machines).  LD_LIBRARY_PATH comes before
-   * the probe's RUNPATH. */
-  char bin[PATH_MAX], probe[PATH_MAX + 64], lib[PATH_MAX + 64], libpath[PATH_MAX + 32];
   Dl_info so;
   ck_assert(dladdr((void *)mi_prof_start, &so) != 0 && so.dli_fname != NULL);
-  snprintf(bin, sizeof bin, "%s", tmp_dir_make());
-  ck_assert_int_eq(chmod(bin, 0755), 0);
   copy_into(probe_getenv("MPROF_TEST_CONTROL_PROBE"), bin, probe, sizeof probe);
   copy_into(so.dli_fname, bin, lib, sizeof lib);
   set_var(libpath, sizeof libpath, "LD_LIBRARY_PATH", bin);
@@ -224,6 +225,11 @@ START_TEST(control_peer_check)
   control_reply_free(&r);
   probe_run_t run = control_probe_end(&c, NULL);
   probe_run_free(&run);
+  ck_assert_int_eq(unlink(probe), 0);
+  ck_assert_int_eq(unlink(lib), 0);
+  ck_assert_int_eq(rmdir(bin), 0);
+  ck_assert_int_eq(rmdir(dir), 0);                  /* the program removed its socket at exit */
+  ck_assert_int_eq(rmdir(base), 0);
 
   char xdg[PATH_MAX], var[PATH_MAX + 32];
   snprintf(xdg, sizeof xdg, "%s", tmp_dir_make());
