@@ -271,7 +271,7 @@ START_TEST(symbolize_debuglink_fifo)
     snprintf(bin, sizeof bin, "%s/bin/%s", dir, names[k]);
     snprintf(dbg, sizeof dbg, "%s/debug/%s.debug", dir, names[k]);
     snprintf(link, sizeof link, "--add-gnu-debuglink=%s", dbg);
-    sh((const char *const[]){"/usr/bin/objcopy", link, bin, NULL});
+    sh((const char *const[]){probe_getenv("MPROF_TEST_OBJCOPY"), link, bin, NULL});   /* the host's */
     snprintf(to, sizeof to, "%s/bin/.debug/%s.debug", dir, names[k]);
     sh((const char *const[]){"/bin/cp", dbg, to, NULL});
     snprintf(to, sizeof to, "%s/bin/%s.debug", dir, names[k]);
