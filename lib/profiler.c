@@ -223,17 +223,12 @@ static void *profiler_main(void *arg)
   prctl(PR_SET_NAME, "mimalloc-prof", 0, 0, 0);
   uint64_t next_period = period_ns != 0 ? mono_ns() + period_ns : UINT64_MAX;
   for (;;) {
-    if (mprof_control_active()) {
-      mprof_control_wait(next_period);       /* woken by requests through the wake pair */
-      while (sem_trywait(&requests) == 0) {
-      }
-    } else {
-      wait_requests(next_period);
-      while (sem_trywait(&requests) == 0) {   /* posts whose requests this round takes too */
-      }
+    if (mprof_control_active()) mprof_control_wait(next_period);   /* woken through the wake pair */
+    else wait_requests(next_period);
+    while (sem_trywait(&requests) == 0) {    /* posts whose requests this round takes too */
     }
     for (unsigned kinds; (kinds = take_requests()) != 0;) {
-      if (kinds & (1u << REQ_FINAL)) serve(REQ_FINAL);   /* ends the process: nothing after it matters */
+      if (kinds & (1u << REQ_FINAL)) serve(REQ_FINAL);   /* first: it usually ends the process */
       for (int k = 0; k < REQ_FINAL; k++)                /* in kind order: a signal dump comes after the */
         if (kinds & (1u << k)) serve(k);                 /* interval and peak requests before it */
     }
