@@ -15,11 +15,14 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "mimalloc-prof.h"
 
@@ -78,6 +81,24 @@ static inline bool probe_refuse_vm_readv(int err)
   (void)err;
   return false;
 #endif
+}
+
+/* The probes' "refuse" step: errno_name "EPERM" or "ENOSYS" to refuse process_vm_readv with; prints
+ * "skipped 1" and returns false where no filter can be installed, else prints "refused 1" when the call
+ * now fails with that errno ("refused 0" otherwise) and returns true. */
+static inline bool probe_refuse_vm_readv_said(const char *errno_name)
+{
+  int err = strcmp(errno_name, "EPERM") == 0 ? EPERM : ENOSYS;
+  if (!probe_refuse_vm_readv(err)) {
+    printf("skipped 1\n");
+    return false;
+  }
+  long word = 0, copy = 1;
+  struct iovec local = {&copy, sizeof copy}, remote = {&word, sizeof word};
+  errno = 0;
+  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  printf("refused %d\n", got < 0 && errno == err);
+  return true;
 }
 
 #endif
