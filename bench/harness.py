@@ -54,6 +54,11 @@ def rerender(a):
                                    doc.get("breakdown") or {})
     a.cg_samples = doc["meta"].get("cg_samples", 3000)
     os.makedirs(a.out, exist_ok=True)
+    write_results(doc, a)
+
+
+def write_results(doc, a):
+    """Writes results.json and results.md into a.out and prints the markdown."""
     with open(os.path.join(a.out, "results.json"), "w") as fh:
         json.dump(doc, fh, indent=1, sort_keys=False)
     md = markdown(doc, a)
@@ -145,12 +150,7 @@ def main():
         timings["micro"] = time.time() - t
 
     doc = build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows, meta, timings)
-    with open(os.path.join(a.out, "results.json"), "w") as fh:
-        json.dump(doc, fh, indent=1, sort_keys=False)
-    md = markdown(doc, a)
-    with open(os.path.join(a.out, "results.md"), "w") as fh:
-        fh.write(md)
-    print(md)
+    write_results(doc, a)
     print("harness: wrote %s and %s" % (os.path.join(a.out, "results.json"), os.path.join(a.out, "results.md")))
 
 
