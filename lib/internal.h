@@ -505,7 +505,8 @@ void mprof_profiler_session_begin(uint64_t rate);
 void mprof_dump_note_alloc(uint64_t bytes);    /* sampler.c: a sample of this many estimated bytes */
 void mprof_dump_note_inuse(int64_t delta);     /* sampler.c: the in-use estimate changed */
 bool mprof_profiler_final_pending(void);      /* a final signal waits to be re-raised */
-void mprof_profiler_reraise(void);             /* re-raises it (after the final profile) */
+bool mprof_profiler_reraise(void);             /* re-raises it (after the final profile); true when that
+                                                  * ends the process (default action) */
 void mprof_profiler_postfork_child(void);
 
 /* "unwind.c": stack capture.  mprof_unwind_room() then mprof_unwind(), once each per sample, on the

@@ -163,22 +163,33 @@ static void uncatch(int sig)
 /* The signals that came to our own final handler go again, now to their earlier disposition
  * (process-directed: with the default action the process ends).  Each is re-raised once, by the profiler
  * thread after the final profile or by the exit handler, whichever comes first. */
-void mprof_profiler_reraise(void)
+bool mprof_profiler_reraise(void)
 {
   uint64_t again = __atomic_exchange_n(&final_reraise, 0, __ATOMIC_ACQ_REL);
+  bool ending = false;
   for (int sig = 1; sig <= 64; sig++) {
     if (!(again & ((uint64_t)1 << (sig - 1)))) continue;
     uncatch(sig);                               /* the earlier disposition, where ours still is */
+    struct sigaction now;
+    if (sigaction(sig, NULL, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_DFL &&
+        sig != SIGCHLD && sig != SIGCONT && sig != SIGURG && sig != SIGWINCH && sig != SIGTSTP &&
+        sig != SIGTTIN && sig != SIGTTOU)
+      ending = true;                            /* its default action ends the process */
     kill(getpid(), sig);
   }
+  return ending;
 }
 
 bool mprof_profiler_final_pending(void) { return __atomic_load_n(&final_reraise, __ATOMIC_ACQUIRE) != 0; }
 
+/* The final profile, then the signal again.  When that ends the process (the default action), this
+ * thread writes nothing more: the signal reaches the program's threads a moment later, and a profile begun
+ * meanwhile was cut off, its temporary file left beside the final one (arm64 under qemu-user). */
 static void serve_final(void)
 {
   mprof_dump_final();
-  mprof_profiler_reraise();
+  if (mprof_profiler_reraise())
+    for (;;) pause();                           /* every signal is blocked here: until the process ends */
 }
 
 /* ---------------------------------------------------------------------------------------------------
