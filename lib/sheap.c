@@ -16,7 +16,10 @@
  *   - medium (<= MEDIUM_MAX): a run of whole pages.
  *   - large: a run of whole chunks (arena.c), freed runs cached there for reuse.
  * Slabs and page runs live in "page chunks": 1 MiB chunks whose first pages hold a header with a
- * descriptor per page and three page bitmaps (free; touched since mapped or purged; stale).
+ * descriptor per page (read at a slab's or run's first page only) and four page bitmaps (free; first
+ * page of a slab or run; touched since mapped or purged; stale).  A run is taken and given back a
+ * bitmap word at a time, and a chunk remembers a bound on its longest free run, so a request for many
+ * pages costs tens of instructions and skips the chunks too fragmented to hold it.
  *
  * Giving memory back: freed pages stay resident for reuse until they have been free for a whole purge
  * period (MPROF_PURGE_NS, checked at the next operation on the heap, when more than PURGE_FLOOR is idle
@@ -43,12 +46,12 @@
 #define MPROF_PURGE_NS ((uint64_t)100 * 1000000)  /* free memory is kept this long for reuse (100 ms) */
 #define PURGE_FLOOR    ((size_t)256 * 1024)        /* idle resident memory never worth a purge */
 
-enum { PG_FREE, PG_HEADER, PG_SLAB, PG_RUN, PG_TAIL };
+enum { PG_FREE, PG_HEADER, PG_SLAB, PG_RUN };
 
 typedef struct pdesc_s {
-  uint8_t  kind;       /* PG_* */
+  uint8_t  kind;       /* PG_* (at a slab's or run's first page; other pages' descriptors are unused) */
   uint8_t  cls;        /* PG_SLAB: size class */
-  uint16_t npages;     /* PG_SLAB, PG_RUN: pages it spans; PG_TAIL: distance back to its head */
+  uint16_t npages;     /* PG_SLAB, PG_RUN: pages it spans */
   uint16_t used;       /* PG_SLAB: blocks handed out */
   uint16_t extent;     /* PG_SLAB: blocks carved so far (the rest of the slab is untouched) */
   uint16_t free;       /* PG_SLAB: first freed block + 1, 0 = none */
@@ -59,8 +62,10 @@ typedef struct pchunk_s {
   struct pchunk_s *prev, *next;        /* every page chunk */
   uint32_t free_pages;
   uint32_t first_page;                 /* the pages before it hold this header */
+  uint32_t run_bound;                  /* no free run here is longer (an upper bound) */
   bool     stale_empty;                /* empty at the last purge */
   uint64_t free_bits[BITMAP_WORDS];    /* page is free */
+  uint64_t head_bits[BITMAP_WORDS];    /* page is the first of a slab or run (read lock-free) */
   uint64_t touched_bits[BITMAP_WORDS]; /* page may be resident and nonzero */
   uint64_t stale_bits[BITMAP_WORDS];   /* page was free and touched at the last purge */
   pdesc_t  page[MAX_PAGES];
@@ -91,6 +96,26 @@ static size_t   touched_pages;        /* pages set in the page chunks' touched b
 static inline bool bit(const uint64_t *b, size_t i) { return (b[i / 64] >> (i % 64)) & 1; }
 static inline void bit_set(uint64_t *b, size_t i) { b[i / 64] |= (uint64_t)1 << (i % 64); }
 static inline void bit_clear(uint64_t *b, size_t i) { b[i / 64] &= ~((uint64_t)1 << (i % 64)); }
+
+/* Bits [lo, lo + cnt) of a word, 0 < cnt <= 64 - lo. */
+static inline uint64_t word_mask(size_t lo, size_t cnt) { return (~(uint64_t)0 >> (64 - cnt)) << lo; }
+
+/* Sets (`on`) or clears bits [i, i + n) of b, a word at a time. */
+static inline void bits_assign(uint64_t *b, size_t i, size_t n, bool on)
+{
+  for (size_t end = i + n, cnt; i < end; i += cnt) {
+    cnt = end - i < 64 - i % 64 ? end - i : 64 - i % 64;
+    uint64_t m = word_mask(i % 64, cnt);
+    b[i / 64] = on ? b[i / 64] | m : b[i / 64] & ~m;
+  }
+}
+
+/* The head bitmap is read by block_of() without the lock: whole-word atomic accesses. */
+static inline void head_assign(pchunk_t *c, size_t i, bool on)
+{
+  uint64_t *w = &c->head_bits[i / 64], m = (uint64_t)1 << (i % 64);
+  __atomic_store_n(w, on ? *w | m : *w & ~m, __ATOMIC_RELAXED);
+}
 
 static inline pchunk_t *chunk_of(const void *p) { return (pchunk_t *)((uintptr_t)p & ~(uintptr_t)(MPROF_CHUNK - 1)); }
 static inline size_t page_index(const pchunk_t *c, const void *p) { return ((uintptr_t)p - (uintptr_t)c) / page; }
@@ -125,8 +150,9 @@ static pchunk_t *chunk_new(void)
     bit_set(c->touched_bits, i);
   }
   touched_pages += header;
-  for (size_t i = header; i < chunk_pages; i++) bit_set(c->free_bits, i);
+  bits_assign(c->free_bits, header, chunk_pages - header, true);
   c->free_pages = (uint32_t)(chunk_pages - header);
+  c->run_bound = c->free_pages;
   c->next = pchunks;
   if (pchunks != NULL) pchunks->prev = c;
   pchunks = c;
@@ -148,40 +174,52 @@ static bool chunk_empty(const pchunk_t *c) { return c->free_pages == chunk_pages
    Page runs
 --------------------------------------------------------------------------------------------------- */
 
-/* The first free page at or after i (chunk_pages if none), a bitmap word at a time. */
-static size_t next_free(const pchunk_t *c, size_t i)
+/* The first page at or after i whose bit in b is `on` (chunk_pages if none), a word at a time. */
+static inline size_t next_bit(const uint64_t *b, size_t i, bool on)
 {
   while (i < chunk_pages) {
-    uint64_t w = c->free_bits[i / 64] >> (i % 64);
+    uint64_t w = (on ? b[i / 64] : ~b[i / 64]) >> (i % 64);
     if (w != 0) return i + (size_t)__builtin_ctzll(w);
     i = (i / 64 + 1) * 64;
   }
   return chunk_pages;
 }
 
-/* The first page at or after i that is not free (chunk_pages if none). */
-static size_t next_used(const pchunk_t *c, size_t i)
+static inline size_t next_free(const pchunk_t *c, size_t i) { return next_bit(c->free_bits, i, true); }
+static inline size_t next_used(const pchunk_t *c, size_t i) { return next_bit(c->free_bits, i, false); }
+
+/* One past the last page before i that is not free (0 if none: the header pages are never free). */
+static inline size_t prev_used(const pchunk_t *c, size_t i)
 {
-  while (i < chunk_pages) {
-    uint64_t w = ~c->free_bits[i / 64] >> (i % 64);
-    if (w != 0) return i + (size_t)__builtin_ctzll(w);
-    i = (i / 64 + 1) * 64;
+  if (i % 64 != 0) {
+    uint64_t used = ~c->free_bits[i / 64] << (64 - i % 64);   /* bits < i, on top */
+    if (used != 0) return i - (size_t)__builtin_clzll(used);
   }
-  return chunk_pages;
+  for (size_t w = i / 64; w > 0;) {
+    uint64_t used = ~c->free_bits[--w];
+    if (used != 0) return w * 64 + 64 - (size_t)__builtin_clzll(used);
+  }
+  return 0;
 }
 
-/* The first free run of n pages in c that starts at a multiple of `step` pages; 0 if there is none. */
-static size_t run_find(const pchunk_t *c, size_t n, size_t step)
+/* The first free run of n pages in c that starts at a multiple of `step` pages; 0 if there is none.
+ * A search for any start (step 1) that finds none has seen every free run: c->run_bound becomes the
+ * longest, so requests that cannot fit skip this chunk until a free makes a longer run. */
+static size_t run_find(pchunk_t *c, size_t n, size_t step)
 {
-  size_t i = c->first_page;
+  if (n > c->run_bound) return 0;
+  size_t i = c->first_page, longest = 0;
   for (;;) {
     i = next_free(c, i);
-    i = (i + step - 1) / step * step;           /* the run's first page, aligned */
-    if (i + n > chunk_pages) return 0;
-    size_t end = next_used(c, i);
-    if (end >= i + n) return i;
+    size_t start = step == 1 ? i : (i + step - 1) / step * step;   /* the run's first page, aligned */
+    if (start + n > chunk_pages) break;
+    size_t end = next_used(c, start);
+    if (end >= start + n) return start;
+    if (end - i > longest) longest = end - i;
     i = end;
   }
+  if (step == 1) c->run_bound = (uint32_t)(chunk_pages - i > longest ? chunk_pages - i : longest);
+  return 0;
 }
 
 /* Takes n pages starting at a multiple of `step` pages, from any page chunk or a new one: sets *c and
@@ -200,15 +238,17 @@ static size_t run_alloc(size_t n, size_t step, bool zero, pchunk_t **out)
   }
   c->free_pages -= (uint32_t)n;
   c->stale_empty = false;
-  for (size_t k = 0; k < n; k++) {
-    bit_clear(c->free_bits, i + k);
-    bit_clear(c->stale_bits, i + k);
-    if (!bit(c->touched_bits, i + k)) touched_pages++;
-    else if (zero) memset(page_addr(c, i + k), 0, page);
-    bit_set(c->touched_bits, i + k);
-    c->page[i + k] = (pdesc_t){.kind = PG_TAIL, .npages = (uint16_t)k};
+  bits_assign(c->free_bits, i, n, false);
+  bits_assign(c->stale_bits, i, n, false);
+  for (size_t k = i, end = i + n, cnt; k < end; k += cnt) {   /* count the pages touched now, zero the others */
+    cnt = end - k < 64 - k % 64 ? end - k : 64 - k % 64;
+    uint64_t m = word_mask(k % 64, cnt), warm = c->touched_bits[k / 64] & m;
+    if (warm != m) touched_pages += (size_t)__builtin_popcountll(m & ~warm);
+    c->touched_bits[k / 64] |= m;
+    for (; zero && warm != 0; warm &= warm - 1) memset(page_addr(c, k / 64 * 64 + (size_t)__builtin_ctzll(warm)), 0, page);
   }
   c->page[i] = (pdesc_t){.kind = PG_RUN, .npages = (uint16_t)n};
+  head_assign(c, i, true);
   *out = c;
   return i;
 }
@@ -216,15 +256,25 @@ static size_t run_alloc(size_t n, size_t step, bool zero, pchunk_t **out)
 static void run_free(pchunk_t *c, size_t i)
 {
   size_t n = c->page[i].npages;
-  for (size_t k = 0; k < n; k++) {
-    c->page[i + k].kind = PG_FREE;
-    bit_set(c->free_bits, i + k);
-  }
+  c->page[i].kind = PG_FREE;
+  head_assign(c, i, false);
+  bits_assign(c->free_bits, i, n, true);
   c->free_pages += (uint32_t)n;
+  size_t merged = next_used(c, i + n) - prev_used(c, i);   /* the free run it is now part of */
+  if (merged > c->run_bound) c->run_bound = (uint32_t)merged;
 }
 
-/* The head page of the slab or run that page i belongs to. */
-static size_t head_of(const pchunk_t *c, size_t i) { return c->page[i].kind == PG_TAIL ? i - c->page[i].npages : i; }
+/* The first page of the slab or run that page i (in use) belongs to: the nearest head at or before it.
+ * Lock-free (block_of): no head can appear between a live block's first page and its other pages. */
+static inline size_t head_of(const pchunk_t *c, size_t i)
+{
+  size_t w = i / 64;
+  uint64_t h = __atomic_load_n(&c->head_bits[w], __ATOMIC_RELAXED) << (63 - i % 64);   /* bits <= i, on top */
+  if (mprof_likely(h != 0)) return i - (size_t)__builtin_clzll(h);
+  while (w > 0)
+    if ((h = __atomic_load_n(&c->head_bits[--w], __ATOMIC_RELAXED)) != 0) return w * 64 + 63 - (size_t)__builtin_clzll(h);
+  return 0;   /* cannot happen: p is in a live block */
+}
 
 /* ---------------------------------------------------------------------------------------------------
    Slabs
@@ -322,16 +372,12 @@ static uint64_t coarse_now(void)
 /* madvise(MADV_DONTNEED) for the pages of c set in `mask`, a run at a time; they are then zero. */
 static void release_pages(pchunk_t *c, const uint64_t *mask)
 {
-  for (size_t i = c->first_page; i < chunk_pages;) {
-    if (!bit(mask, i)) {
-      i++;
-      continue;
-    }
-    size_t k = i;
-    while (k < chunk_pages && bit(mask, k)) bit_clear(c->touched_bits, k++);
+  for (size_t i = next_bit(mask, c->first_page, true); i < chunk_pages;) {
+    size_t k = next_bit(mask, i, false);
+    bits_assign(c->touched_bits, i, k - i, false);
     touched_pages -= k - i;        /* mask holds touched pages only */
     madvise(page_addr(c, i), (k - i) * page, MADV_DONTNEED);
-    i = k;
+    i = next_bit(mask, k, true);
   }
 }
 
