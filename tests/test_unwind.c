@@ -69,7 +69,7 @@ static probe_run_t run_fork_probe(const char *unwinder, const char *const *args)
 }
 
 /* The same with libgcc_s loaded before the session starts (as in a C++ program) or not (a C program):
- * with libunwind, only the first gets libgcc primed for fork children (lib/unwind.c, libgcc_wanted). */
+ * priming loads it either way, with libunwind too (lib/unwind.c), so a fork child can unwind with it. */
 static probe_run_t run_fork_probe_gcc(const char *unwinder, bool libgcc_s, const char *const *args)
 {
   return run_probe_as("MPROF_TEST_FORK_PROBE", unwinder,
@@ -327,21 +327,19 @@ END_TEST
 
 /* fork() from a signal handler that interrupted the forking thread's own unwind: the fork handlers used
  * to wait for that unwind, which can only end once the handler returns.  Parent and child go on; the
- * child's samples get stacks (its only thread was the one unwinding) from libgcc, where it is loaded:
- * with libunwind in a program without libgcc_s, the child (of a parent with two threads) records them
- * without a stack (MI_PROF_DROP_FORK), their weight kept.  libgcc and libunwind only: the probe
- * recognises their code by its object, and fp takes no lock that anything waits for. */
+ * child's samples get stacks (its only thread was the one unwinding) from libgcc, which priming loaded
+ * whether or not the program had libgcc_s before.  libgcc and libunwind only: the probe recognises
+ * their code by its object, and fp takes no lock that anything waits for. */
 START_TEST(unwind_fork_in_handler_during_unwind)
 {
   for (size_t u = 0; u < N_UNWINDERS; u++) {
     if (strcmp(all_unwinders[u], "fp") == 0) continue;
     for (int gcc = 0; gcc < 2; gcc++) {
-      bool no_libgcc = !gcc && strcmp(all_unwinders[u], "libunwind") == 0;
       probe_run_t run = run_fork_probe_gcc(all_unwinders[u], gcc, (const char *const[]){"forksig", NULL});
       probe_assert_exit0(&run, all_unwinders[u]);
       ck_assert_uint_eq(probe_value(&run, "child_exit"), 0);
       ck_assert_uint_eq(probe_value(&run, "child_samples"), 8);
-      ck_assert_uint_eq(probe_value(&run, "child_dropped_fork"), no_libgcc ? 8 : 0);
+      ck_assert_uint_eq(probe_value(&run, "child_dropped_fork"), 0);
       ck_assert_uint_eq(probe_value(&run, "parent_dropped_fork") + probe_value(&run, "parent_dropped_unwind"), 0);
       probe_run_free(&run);
     }
@@ -363,7 +361,7 @@ START_TEST(unwind_fork_while_another_thread_unwinds)
       probe_assert_exit0(&run, all_unwinders[u]);
       ck_assert_uint_eq(probe_value(&run, "child_exit"), 0);
       ck_assert_uint_eq(probe_value(&run, "child_samples"), 8);   /* dropped samples keep their weight */
-      ck_assert_uint_eq(probe_value(&run, "child_dropped_fork"), libgcc || !gcc ? 8 : 0);
+      ck_assert_uint_eq(probe_value(&run, "child_dropped_fork"), libgcc ? 8 : 0);
       ck_assert_uint_eq(probe_value(&run, "parent_dropped_fork") + probe_value(&run, "parent_dropped_unwind"), 0);
       probe_run_free(&run);
     }
