@@ -1,7 +1,7 @@
 /* test_sheap.c - the sampled-block heap as a program sees it through mi_prof_stats: the bytes it keeps
  * resident, and that it gives idle memory back.
  *
- * The heap gives memory back on the clock: pages free for a whole purge period (100 ms) go back at the
+ * The heap gives memory back on the clock: pages free for a whole purge period (10 ms) go back at the
  * next operation on the heap, when more than 256 KiB is idle (lib/sheap.c).  There is no event to wait
  * for, so the give-back test polls: one sampled allocation and a stats read per round, a 10 ms pause
  * between rounds, and a 20 s deadline (200 times the two periods it needs).  The pause only paces the
@@ -68,7 +68,7 @@ END_TEST
 
 /* A program that samples one short-lived block at a time keeps its one slab and no more: the resident
  * bytes stay at a chunk's header and that slab (1 page of 4 KiB each here; 64 KiB allowed) however long
- * it runs (checked over 300 ms: three purge periods, in which nothing is idle enough to give back). */
+ * it runs (checked over 300 ms: thirty purge periods, in which nothing is idle enough to give back). */
 START_TEST(sheap_small_idle_kept_small)
 {
   start_seeded(1, SEED);
