@@ -243,12 +243,14 @@ static size_t run_alloc(size_t n, size_t step, bool zero, pchunk_t **out)
   c->stale_empty = false;
   bits_assign(c->free_bits, i, n, false);
   bits_assign(c->stale_bits, i, n, false);
-  for (size_t k = i, end = i + n, cnt; k < end; k += cnt) {   /* count the pages touched now, zero the others */
+  /* Count the pages touched now; zero the others when asked. */
+  for (size_t k = i, end = i + n, cnt; k < end; k += cnt) {
     cnt = end - k < 64 - k % 64 ? end - k : 64 - k % 64;
     uint64_t m = word_mask(k % 64, cnt), warm = c->touched_bits[k / 64] & m;
     if (warm != m) touched_pages += (size_t)__builtin_popcountll(m & ~warm);
     c->touched_bits[k / 64] |= m;
-    for (; zero && warm != 0; warm &= warm - 1) memset(page_addr(c, k / 64 * 64 + (size_t)__builtin_ctzll(warm)), 0, page);
+    for (; zero && warm != 0; warm &= warm - 1)
+      memset(page_addr(c, k / 64 * 64 + (size_t)__builtin_ctzll(warm)), 0, page);
   }
   c->page[i] = (pdesc_t){.kind = PG_RUN, .npages = (uint16_t)n};
   head_assign(c, i, true);
@@ -274,8 +276,10 @@ static inline size_t head_of(const pchunk_t *c, size_t i)
   size_t w = i / 64;
   uint64_t h = __atomic_load_n(&c->head_bits[w], __ATOMIC_RELAXED) << (63 - i % 64);   /* bits <= i, on top */
   if (mprof_likely(h != 0)) return i - (size_t)__builtin_clzll(h);
-  while (w > 0)
-    if ((h = __atomic_load_n(&c->head_bits[--w], __ATOMIC_RELAXED)) != 0) return w * 64 + 63 - (size_t)__builtin_clzll(h);
+  while (w > 0) {
+    h = __atomic_load_n(&c->head_bits[--w], __ATOMIC_RELAXED);
+    if (h != 0) return w * 64 + 63 - (size_t)__builtin_clzll(h);
+  }
   return 0;   /* cannot happen: p is in a live block */
 }
 

@@ -18,11 +18,12 @@
  * wall 0.50 -> 0.24 s, stopped 0.23 s).
  *
  * Loading (the loader locks are rank -1 in internal.h: outermost).  libunwind is dlopen'ed, and glibc's
- * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process, from mi_prof_start() before the API lock is taken; no
- * thread ever waits for another's priming (the one that primes may be waiting for a loader lock held by
- * a thread that is in a constructor and allocating).  A
- * libunwind or libgcc sample taken before priming is done is dropped (MI_PROF_DROP_UNWIND): calling
- * backtrace() then would wait, under glibc's once-lock, for the loader lock.
+ * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process,
+ * from mi_prof_start() before the API lock is taken; no thread ever waits for another's priming (the
+ * one that primes may be waiting for a loader lock held by a thread that is in a constructor and
+ * allocating).  A libunwind or libgcc sample taken before priming is done is dropped
+ * (MI_PROF_DROP_UNWIND): calling backtrace() then would wait, under glibc's once-lock, for the loader
+ * lock.
  *
  * Stack budget.  A sample runs on whatever stack the allocation runs on: a thread's, an alternate signal
  * stack (8 KiB is common), a small thread stack.  mprof_unwind_room() lets it unwind only when the stack
