@@ -488,6 +488,13 @@ static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
     s->inside |= INSIDE_LIBUNWIND;
     n = libunwind_backtrace((void **)out, want);
     s->inside &= ~INSIDE_LIBUNWIND;
+#if defined(__aarch64__)
+    /* libunwind 1.6's unw_backtrace gives each return address minus 1 on aarch64, where libgcc and the
+     * fp walk give it whole; instructions are 4-byte aligned, so the 1 is put back and a site's samples
+     * from libgcc (a thread's first) and libunwind intern as one stack (unwind_libgcc_and_libunwind_agree
+     * under qemu-aarch64: 2 stacks per site before). */
+    for (int k = 0; k < n; k++) out[k] += (out[k] & 3) == 3;
+#endif
   } else if (!libgcc_primed) {
     return 0;                      /* libunwind does not fit, and libgcc cannot be loaded in a sample */
   } else
