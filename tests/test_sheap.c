@@ -9,6 +9,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,6 +87,81 @@ START_TEST(sheap_small_idle_kept_small)
 }
 END_TEST
 
+/* Page runs under fragmentation (lib/sheap.c: runs taken and given back a bitmap word at a time, a head
+ * bitmap, a per-chunk bound on the longest free run).  At rate 1 every block is sampled; 6000 seeded
+ * operations on 512 slots allocate (half 1 B .. 4 KiB: slabs of 1, 2 or 4 pages; half 4 KiB + 1 ..
+ * 256 KiB: page runs; a fifth of all posix_memalign'ed to 8..128 KiB, which searches aligned starts) or
+ * free, so runs and slabs are split, merged and reused across chunks.  Exact checks: every block keeps its own bytes (a run handed out twice, or a head lost, shows
+ * as another block's tag), is aligned as asked, malloc_usable_size() covers the request, and once all
+ * is freed no sampled byte is left. */
+#define FRAG_SLOTS 512
+#define FRAG_OPS   6000
+
+static unsigned char *frag_block[FRAG_SLOTS];
+static size_t frag_size[FRAG_SLOTS];
+
+static uint64_t frag_next(uint64_t *x)
+{
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+/* The first, middle and last 64 bytes of slot k carry its tag: enough to see a block that overlaps it. */
+static void frag_mark(size_t k, bool check)
+{
+  size_t n = frag_size[k], span = n < 64 ? n : 64, at[3] = {0, n / 2 - span / 2, n - span};   /* may overlap */
+  unsigned char tag = (unsigned char)(k * 7 + 1);
+  for (int j = 0; j < 3; j++) {
+    for (size_t b = 0; b < span; b++) {
+      if (!check) frag_block[k][at[j] + b] = tag;
+      else if (frag_block[k][at[j] + b] != tag)
+        ck_abort_msg("slot %zu (%zu bytes): byte %zu overwritten", k, n, at[j] + b);
+    }
+  }
+}
+
+START_TEST(sheap_fragmented_runs)
+{
+  start_seeded(1, SEED);
+  uint64_t x = SEED;
+  for (int op = 0; op < FRAG_OPS; op++) {
+    size_t k = frag_next(&x) % FRAG_SLOTS;
+    if (frag_block[k] != NULL) {
+      frag_mark(k, true);
+      free(frag_block[k]);
+      frag_block[k] = NULL;
+      continue;
+    }
+    size_t n = frag_next(&x) % 2 ? 1 + frag_next(&x) % 4096 : 4097 + frag_next(&x) % (256 * KiB - 4096);
+    if (frag_next(&x) % 5 == 0) {
+      size_t alignment = (size_t)8192 << (frag_next(&x) % 5);   /* 8 KiB .. 128 KiB */
+      void *p = NULL;
+      ck_assert_int_eq(posix_memalign(&p, alignment, n), 0);
+      ck_assert_uint_eq((uintptr_t)p % alignment, 0);
+      frag_block[k] = p;
+    } else {
+      frag_block[k] = malloc(n);
+      ck_assert_ptr_nonnull(frag_block[k]);
+    }
+    ck_assert_uint_ge(malloc_usable_size(frag_block[k]), n);
+    frag_size[k] = n;
+    frag_mark(k, false);
+  }
+  for (size_t k = 0; k < FRAG_SLOTS; k++) {
+    if (frag_block[k] == NULL) continue;
+    frag_mark(k, true);
+    free(frag_block[k]);
+    frag_block[k] = NULL;
+  }
+  mi_prof_stats_t st = stats_or_abort();
+  if (!mi_prof_stop()) ck_abort_msg("mi_prof_stop failed: errno %d", errno);
+  ck_assert_uint_ge(st.samples, FRAG_OPS / 4);   /* about half the operations allocate, all sampled */
+  ck_assert_uint_eq(st.sampled_bytes, 0);
+}
+END_TEST
+
 Suite *sheap_suite(void)
 {
   Suite *s = suite_create("sheap");
@@ -92,6 +169,7 @@ Suite *sheap_suite(void)
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, sheap_gives_idle_memory_back);
   tcase_add_test(tc, sheap_small_idle_kept_small);
+  tcase_add_test(tc, sheap_fragmented_runs);
   suite_add_tcase(s, tc);
   return s;
 }
