@@ -492,6 +492,11 @@ void set_var(char *buf, size_t len, const char *name, const char *value)
   ck_assert_uint_lt((size_t)snprintf(buf, len, "%s=%s", name, value), len);
 }
 
+void prefix_var(char *buf, size_t len, const char *dir)
+{
+  ck_assert_uint_lt((size_t)snprintf(buf, len, "MIMALLOC_PROF_PREFIX=%s/prof", dir), len);
+}
+
 /* Waits for `name` to appear, complete, in the watched directory (automatic dumps are renamed into
  * place), while the child's stdout stays open (its end means the child died first: fail rather than wait
  * for the test timeout). */

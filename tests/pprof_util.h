@@ -87,6 +87,7 @@ typedef struct dump_file_s {
 size_t dumps_list(const char *dir, pid_t pid, dump_file_t *out);
 void   dumps_kinds(const dump_file_t *f, size_t n, char *kinds);   /* "iiis" */
 void   set_var(char *buf, size_t len, const char *name, const char *value);   /* "NAME=value" */
+void   prefix_var(char *buf, size_t len, const char *dir);   /* "MIMALLOC_PROF_PREFIX=dir/prof" */
 /* Waits (inotify watch on the directory, IN_MOVED_TO) until `name` appears, complete, while the child
  * lives: its stdout's end means it died first. */
 void   wait_closed(int watch, const probe_child_t *c, const char *name);

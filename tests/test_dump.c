@@ -37,8 +37,7 @@ START_TEST(dump_triggers_final)
 {
   const char *dir = tmp_dir_make();
   char prefix[PATH_MAX];
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=4096", "MIMALLOC_PROF_SEED=32",
                         "MIMALLOC_PROF_FINAL=1", prefix, NULL};
   probe_run_t r = run_probe(vars, (const char *const[]){"shares", "256", "0", "4096", NULL});
@@ -75,8 +74,7 @@ START_TEST(dump_triggers_interval)
 {
   const char *dir = tmp_dir_make();
   char prefix[PATH_MAX];
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   const int64_t interval = 8 << 20;
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536", "MIMALLOC_PROF_SEED=33",
                         "MIMALLOC_PROF_INTERVAL=8m", "MIMALLOC_PROF_SIGNAL=USR2", "MIMALLOC_PROF_ACCUM=1",
@@ -131,8 +129,7 @@ START_TEST(dump_triggers_gdump)
 {
   const char *dir = tmp_dir_make();
   char prefix[PATH_MAX];
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   const int64_t rate = 65536, w = weight_bytes(4096, (double)rate);
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=65536", "MIMALLOC_PROF_SEED=34",
                         "MIMALLOC_PROF_GDUMP=1", "MIMALLOC_PROF_SIGNAL=USR2", "MIMALLOC_PROF_ACCUM=1", prefix,
@@ -194,8 +191,7 @@ START_TEST(dump_triggers_signal)
 {
   const char *dir = tmp_dir_make();
   char prefix[PATH_MAX];
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   int watch = inotify_init1(IN_CLOEXEC);
   ck_assert_int_ge(watch, 0);
   ck_assert_int_ge(inotify_add_watch(watch, dir, IN_MOVED_TO), 0);
@@ -469,8 +465,7 @@ START_TEST(dump_budget_full_final)
 {
   const char *dir = tmp_dir_make();
   char prefix[PATH_MAX];
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=1", "MIMALLOC_PROF_MAX_BYTES=1m",
                         "MIMALLOC_PROF_FINAL=1", "MIMALLOC_PROF_LEAK=1", prefix, NULL};
   probe_run_t r = run_probe(vars, (const char *const[]){"distinct", "50000", "64", NULL});

@@ -112,8 +112,7 @@ START_TEST(periodic_profiles)
 {
   char dir[PATH_MAX], prefix[PATH_MAX + 32];
   snprintf(dir, sizeof dir, "%s", tmp_dir_make());
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   watch_t w = watch_dir(dir, 'p');
   uint64_t started = realtime_ns();
   probe_child_t c = control_probe_start((const char *const[]){"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=4096",
@@ -156,8 +155,7 @@ START_TEST(periodic_keep)
   char dir[PATH_MAX], sockets[PATH_MAX], prefix[PATH_MAX + 32], control[PATH_MAX + 32], preload[PATH_MAX];
   snprintf(sockets, sizeof sockets, "%s", tmp_dir_make());
   snprintf(dir, sizeof dir, "%s", tmp_dir_make());
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   set_var(control, sizeof control, "MIMALLOC_PROF_CONTROL", sockets);
   set_var(preload, sizeof preload, "LD_PRELOAD", probe_getenv("MPROF_TEST_NOMALLOC_SHIM"));
   watch_t w = watch_dir(dir, 'p');
@@ -187,8 +185,7 @@ START_TEST(keep_interval_peak)
 {
   char dir[PATH_MAX], prefix[PATH_MAX + 32];
   snprintf(dir, sizeof dir, "%s", tmp_dir_make());
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   watch_t wi = watch_dir(dir, 'i'), wu = watch_dir(dir, 'u');
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=16384", "MIMALLOC_PROF_INTERVAL=1m",
                         "MIMALLOC_PROF_GDUMP=1", "MIMALLOC_PROF_SIGNAL=USR2", "MIMALLOC_PROF_KEEP=1", prefix, NULL};

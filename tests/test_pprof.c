@@ -266,8 +266,7 @@ START_TEST(pprof_symbolized_top)
 {
   const char *dir = tmp_dir_make();
   char prefix[PATH_MAX];
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=16384", "MIMALLOC_PROF_SEED=31",
                         "MIMALLOC_PROF_FINAL=1", prefix, NULL};
   probe_run_t r = run_probe(vars, (const char *const[]){"shares", "12288", "4096", "4096", NULL});
@@ -331,8 +330,7 @@ START_TEST(pprof_names_without_process_vm_readv)
   for (size_t e = 0; e < 2; e++) {
     const char *dir = tmp_dir_make();
     char prefix[PATH_MAX];
-    set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-    strcat(prefix, "/prof");
+    prefix_var(prefix, sizeof prefix, dir);
     const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=16384", "MIMALLOC_PROF_SEED=31",
                           "MIMALLOC_PROF_FINAL=1", prefix, NULL};
     probe_run_t r = run_probe(vars, (const char *const[]){"shares", "300", "300", "4096", errs[e], NULL});
@@ -366,8 +364,7 @@ START_TEST(pprof_main_mapping_first)
   if (rl.rlim_max != RLIM_INFINITY) return;            /* cannot raise the limit: nothing to check */
   const char *dir = tmp_dir_make();
   char prefix[PATH_MAX];
-  set_var(prefix, sizeof prefix, "MIMALLOC_PROF_PREFIX", dir);
-  strcat(prefix, "/prof");
+  prefix_var(prefix, sizeof prefix, dir);
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=4096", "MIMALLOC_PROF_FINAL=1", prefix, NULL};
   const char *const args[] = {"shares", "16", "16", "4096", NULL};
   probe_opts_t opts = {.env = vars, .stack_limit = RLIM_INFINITY};

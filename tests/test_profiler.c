@@ -41,13 +41,6 @@ static probe_run_t run_watched(const char *const *vars, const char *const *args)
   return probe_run(probe_getenv("MPROF_TEST_PPROF_PROBE"), args, &opts);
 }
 
-static void prefix_var(char *buf, size_t len, const char *dir)
-{
-  set_var(buf, len, "MIMALLOC_PROF_PREFIX", dir);
-  ck_assert_uint_lt(strlen(buf) + 5, len);
-  strcat(buf, "/prof");
-}
-
 /* Asserts that the probe was killed by `sig`. */
 static void assert_killed_by(const probe_run_t *r, int sig)
 {
