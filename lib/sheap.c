@@ -103,11 +103,14 @@ static inline void bit_clear(uint64_t *b, size_t i) { b[i / 64] &= ~((uint64_t)1
 /* Bits [lo, lo + cnt) of a word, 0 < cnt <= 64 - lo. */
 static inline uint64_t word_mask(size_t lo, size_t cnt) { return (~(uint64_t)0 >> (64 - cnt)) << lo; }
 
+/* How many of the bits [i, end) lie in i's word. */
+static inline size_t span_in_word(size_t i, size_t end) { return end - i < 64 - i % 64 ? end - i : 64 - i % 64; }
+
 /* Sets (`on`) or clears bits [i, i + n) of b, a word at a time. */
 static inline void bits_assign(uint64_t *b, size_t i, size_t n, bool on)
 {
   for (size_t end = i + n, cnt; i < end; i += cnt) {
-    cnt = end - i < 64 - i % 64 ? end - i : 64 - i % 64;
+    cnt = span_in_word(i, end);
     uint64_t m = word_mask(i % 64, cnt);
     b[i / 64] = on ? b[i / 64] | m : b[i / 64] & ~m;
   }
@@ -245,7 +248,7 @@ static size_t run_alloc(size_t n, size_t step, bool zero, pchunk_t **out)
   bits_assign(c->stale_bits, i, n, false);
   /* Count the pages touched now; zero the others when asked. */
   for (size_t k = i, end = i + n, cnt; k < end; k += cnt) {
-    cnt = end - k < 64 - k % 64 ? end - k : 64 - k % 64;
+    cnt = span_in_word(k, end);
     uint64_t m = word_mask(k % 64, cnt), warm = c->touched_bits[k / 64] & m;
     if (warm != m) touched_pages += (size_t)__builtin_popcountll(m & ~warm);
     c->touched_bits[k / 64] |= m;
