@@ -251,7 +251,8 @@ static inline void mprof_guard_leave(size_t countdown)
 }
 
 void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t seed);
-void mprof_sampler_postfork_child(void);
+void mprof_sampler_prefork(void);
+bool mprof_sampler_postfork_child(void);
 extern bool mprof_frozen;   /* a fork child that may have inherited half-done tables: no more sampling */
 uint64_t mprof_sampler_slow_path_calls(void);
 void     mprof_sampler_reset_calls(void);
