@@ -43,6 +43,7 @@ Suite *tool_report_suite(void);/* test_tool_report.c: top, tree, diff, merge, fo
 Suite *symbolize_suite(void);  /* test_symbolize.c: names, lines, inlines: -g, stripped, debuginfod, python3 */
 Suite *tool_flame_suite(void); /* test_tool_flame.c: the flame graph in headless Chromium */
 Suite *tool_service_suite(void); /* test_tool_service.c: ctl, ps, top PID, serve with curl and go tool pprof */
+Suite *tool_access_suite(void);  /* test_tool_access.c: ctl, ps, top PID, serve against hostile peers */
 #else
 Suite *disabled_suite(void);   /* test_disabled.c: the --disable-pprof API */
 #endif

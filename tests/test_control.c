@@ -162,22 +162,6 @@ static int connect_as(uid_t uid, const char *path)
   return WEXITSTATUS(status);
 }
 
-/* Copies file src into dir under its own name, mode 0755, and returns the copy's path in buf. */
-static const char *copy_into(const char *src, const char *dir, char *buf, size_t len)
-{
-  const char *name = strrchr(src, '/');
-  int n = snprintf(buf, len, "%s%s", dir, name != NULL ? name : "/");
-  ck_assert(name != NULL && n > 0 && (size_t)n < len);
-  int in = open(src, O_RDONLY | O_CLOEXEC), out = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-  ck_assert_msg(in >= 0 && out >= 0, "copying %s to %s: %s", src, buf, strerror(errno));
-  ssize_t r;
-  while ((r = copy_file_range(in, NULL, out, NULL, 1 << 20, 0)) > 0) continue;
-  ck_assert_msg(r == 0, "copying %s: %s", src, strerror(errno));
-  close(in);
-  close(out);
-  return buf;
-}
-
 /* Who may use the socket (needs root, to be other users).  The program runs as PROBE_UID with its socket
  * in a directory others may enter: root is served; OTHER_UID is stopped by the socket's mode (0600), and
  * once the test opens the socket to everyone, by the peer check (one "error EACCES" line, then the end),
@@ -206,8 +190,8 @@ START_TEST(control_peer_check)
   snprintf(regid, sizeof regid, "--regid=%u", PROBE_UID);
   Dl_info so;
   ck_assert(dladdr((void *)mi_prof_start, &so) != 0 && so.dli_fname != NULL);
-  copy_into(probe_getenv("MPROF_TEST_CONTROL_PROBE"), bin, probe, sizeof probe);
-  copy_into(so.dli_fname, bin, lib, sizeof lib);
+  control_copy_into(probe_getenv("MPROF_TEST_CONTROL_PROBE"), bin, probe, sizeof probe);
+  control_copy_into(so.dli_fname, bin, lib, sizeof lib);
   set_var(libpath, sizeof libpath, "LD_LIBRARY_PATH", bin);
   probe_child_t c = control_probe_start_at(probe, (const char *const[]){control, libpath, NULL},
                                            (const char *const[]){"/usr/bin/setpriv", reuid, regid, "--clear-groups",

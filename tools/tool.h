@@ -70,6 +70,19 @@ static inline int64_t tool_neg(int64_t a)
 }
 
 /* ---------------------------------------------------------------------------------------------------
+   "escape.c": text from elsewhere (a process, a profile) made safe to print on a terminal
+--------------------------------------------------------------------------------------------------- */
+
+/* `text` (len bytes, any bytes) into out (cap bytes, NUL-terminated; truncated at a whole escape) with
+ * control characters, C1 controls, bidirectional overrides and bytes that are not UTF-8 escaped; '\n'
+ * kept as it is when `newlines`, else "\n".  Returns the length written. */
+size_t      tool_escape(char *out, size_t cap, const void *text, size_t len, bool newlines);
+/* The same for a string, newlines escaped too; returns buf. */
+const char *tool_escaped(const char *s, char *buf, size_t len);
+/* The same written to f, whatever its length. */
+void        tool_write_escaped(FILE *f, const void *text, size_t len, bool newlines);
+
+/* ---------------------------------------------------------------------------------------------------
    "profile.c": reading, writing, looking things up by id
 --------------------------------------------------------------------------------------------------- */
 
@@ -281,26 +294,41 @@ char *tool_demangle(const char *name);
 
 typedef struct ctl_reply_s {
   bool                 ok;            /* the status line is "ok" */
-  char                 status[256];   /* the status line: "ok", or "error ENAME: message" */
+  char                 status[256];   /* the status line: "ok", or "error ENAME: message" (as sent) */
   unsigned char       *body;          /* the whole reply (malloc'd, NUL-terminated) */
-  const unsigned char *data;          /* what follows the status line: "key value" lines, or a profile */
+  const unsigned char *data;          /* what follows the status line: "key value" lines, or a profile
+                                         (as sent: tool_write_escaped shows it) */
   size_t               data_len;
 } ctl_reply_t;
 
 /* A process ID argument: decimal digits, 1 up. */
 bool tool_parse_pid(const char *text, pid_t *pid);
+/* The effective user ID of process pid (/proc/PID/status), or -1 when there is no such process. */
+long ctl_process_uid(pid_t pid);
 /* Where process pid's control socket is; 0, or -1 with the reason in why. */
 int  ctl_socket_path(pid_t pid, char *out, size_t len, char *why, size_t why_len);
+
+/* Every request's exchange (connect, send, the whole reply) ends within the timeout: --timeout SECONDS
+ * (ctl, top, ps, serve), 0.001 to 86400, default 10.  ctl_timeout_option sets it from the option's value
+ * and returns 0, or reports a usage error and returns its exit status. */
+#define CTL_TIMEOUT_DEFAULT_MS 10000
+#define CTL_OPT_TIMEOUT        0x180
+#define CTL_TIMEOUT_LONG_OPTION {"timeout", required_argument, NULL, CTL_OPT_TIMEOUT}
+int     ctl_timeout_option(const char *text);
+int64_t ctl_timeout_ms(void);
+
 /* One request ("stats", "start 65536", ...) and its reply; 0 (whatever the status), or -1 with a message
- * in err when no reply came. */
+ * in err when no reply came: the process could not be reached, did not answer in time, or is not the
+ * one asked (SO_PEERCRED: another process, or another user unless we are root).  Messages carry no text
+ * from the process but escaped (escape.c). */
 int  ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, size_t err_len);
 void ctl_reply_free(ctl_reply_t *r);
-/* An error reply for people: "sampling is on already (EALREADY)". */
+/* An error reply for people, escaped: "sampling is on already (EALREADY)". */
 const char *ctl_reply_error(const ctl_reply_t *r, char *buf, size_t len);
 /* Takes a heap profile of pid into path (written beside it, then renamed) and symbolizes it unless
  * !symbolize; 0, or -1 with a message in err. */
 int  ctl_dump_file(pid_t pid, const char *path, bool symbolize, char *err, size_t err_len);
-/* The process's command line with spaces between the arguments (malloc'd; "" when unreadable). */
+/* The process's command line with spaces between the arguments, escaped (malloc'd; "" when unreadable). */
 char *ctl_command_line(pid_t pid);
 
 /* ---------------------------------------------------------------------------------------------------
