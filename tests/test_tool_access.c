@@ -1,16 +1,26 @@
-/* test_tool_access.c - the mimalloc-prof command against hostile processes (issue 21): ctl, top PID and
- * ps bounded by --timeout, refusing a socket that another process answers, and escaping what a process
- * says.
+/* test_tool_access.c - the mimalloc-prof command against hostile processes and clients (issue 21): ctl,
+ * top PID and ps bounded by --timeout, refusing a socket that another process answers, and escaping what
+ * a process says; serve refusing foreign Host names (DNS rebinding) and clients without access, served
+ * to its own user and to the holders of its token, and not locked up by slow clients.
  *
  * The processes are tests/control_probe, which can also run out of descriptors and put an impostor's
- * socket at its control socket's path (control_util.h).  Waits are for events: a probe's answer, a
- * command's end.
+ * socket at its control socket's path (control_util.h); the HTTP clients are curl and go tool pprof, as
+ * another user through setpriv (which needs root: those parts are skipped otherwise).  Waits are for
+ * events: a probe's answer, a command's end, the end of a connection.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <grp.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,7 +31,19 @@
 
 #if MPROF_PPROF
 
+#define OTHER_UID "4000001"                   /* no user has it (checked): a client that is not us */
+#define SLOW_CLIENTS 40
 #define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static const char *const as_other[] = {"/usr/bin/setpriv", "--reuid=" OTHER_UID, "--regid=" OTHER_UID,
+                                       "--clear-groups", NULL};
+
+static bool can_be_other(void)
+{
+  if (geteuid() != 0) return false;
+  ck_assert_ptr_null(getpwuid((uid_t)strtoul(OTHER_UID, NULL, 10)));
+  return true;
+}
 
 static double mono_s(void)
 {
@@ -254,6 +276,261 @@ START_TEST(tool_ctl_hostile_text)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------------
+   serve
+--------------------------------------------------------------------------------------------------- */
+
+/* Requests under a name of the attacker's (DNS rebinding), or with no Host, are refused whatever the
+ * path; localhost, IP addresses and the names of --allow-host (any case, any port) are answered. */
+START_TEST(tool_serve_host)
+{
+  static const struct {
+    const char *host;                           /* the -H argument; "Host:" removes the header */
+    bool        http10;
+    long        status;
+  } cases[] = {
+    {"Host: evil.example", false, 421},      {"Host: 127.0.0.1.nip.io", false, 421},
+    {"Host: localhost.evil.example", false, 421}, {"Host: profiles.internal.evil.example", false, 421},
+    {"Host: [::1]x", false, 421},            {"Host:", false, 400},
+    {"Host:", true, 400},                    {"Host: localhost:1", false, 200},
+    {"Host: [::1]:6060", false, 200},        {"Host: 10.1.2.3", false, 200},
+    {"Host: PROFILES.internal:80", false, 200}, {"Host: 127.0.0.1", true, 200},
+  };
+  char dir[PATH_MAX], url[256], heap[512], file[PATH_MAX];
+  tool_tmpdir(dir, sizeof dir);
+  probe_child_t c = service_probe_start(dir, true);
+  ck_assert_str_eq(control_probe_say(&c, "alloc a 300 4096"), "done a 300");
+  probe_child_t s = serve_start(LIST("serve", "--listen", "127.0.0.1:0", "--allow-host", "profiles.internal",
+                                     pid_text(c.pid)), url, sizeof url);
+  snprintf(heap, sizeof heap, "%sdebug/pprof/heap", url);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *http10 = cases[i].http10 ? "-0" : NULL;
+    long got = curl_status(NULL, url, NULL, LIST("-H", cases[i].host, http10));
+    ck_assert_msg(got == cases[i].status, "%s%s: %ld, want %ld", cases[i].host,
+                  http10 != NULL ? " (HTTP/1.0)" : "", got, cases[i].status);
+  }
+  ck_assert_int_eq(curl_status(NULL, heap, NULL, LIST("-H", "Host: evil.example")), 421);
+  snprintf(file, sizeof file, "%s/heap.pb.gz", dir);
+  ck_assert_int_eq(curl_status(NULL, heap, file, LIST("-H", "Host: localhost")), 200);
+  profile_t *p = tool_profile(file);
+  ck_assert_uint_gt(p->n_sample, 0);
+  profile_free(p);
+  probe_run_t r = tool_run(LIST("serve", "--allow-host", "a:80", "1"), NULL);
+  tool_assert_usage_error(&r, "serve", "--allow-host 'a:80': expected a host name, without a port");
+  probe_run_free(&r);
+  serve_stop(&s);
+  probe_run_t end = control_probe_end(&c, NULL);
+  probe_run_free(&end);
+}
+END_TEST
+
+/* A directory in /tmp that OTHER_UID owns (the test's own directories may be closed to it). */
+static const char *other_dir(char *buf, size_t len)
+{
+  snprintf(buf, len, "/tmp/mprof-access-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+  ck_assert_int_eq(chown(buf, (uid_t)strtoul(OTHER_UID, NULL, 10), (gid_t)strtoul(OTHER_UID, NULL, 10)), 0);
+  return buf;
+}
+
+/* Who is served (needs root, to be another user).  Without --token-file, our own user (root here) is
+ * served and another user is refused (403).  With it, another user is refused without the token or with
+ * a wrong one (401, WWW-Authenticate: Bearer) and served with it: a profile that go tool pprof -raw
+ * reads; our own user still is, with go tool pprof fetching the URL itself.  A token file that others
+ * may read is refused at start. */
+START_TEST(tool_serve_access)
+{
+  if (!can_be_other()) MPROF_TEST_SKIP("not root, cannot be another user");
+  char dir[PATH_MAX], odir[64], url[256], heap[512], token[PATH_MAX], file[128];
+  tool_tmpdir(dir, sizeof dir);
+  probe_child_t c = service_probe_start(dir, true);
+  ck_assert_str_eq(control_probe_say(&c, "alloc a 300 4096"), "done a 300");
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)c.pid);
+  probe_child_t s = serve_start(LIST("serve", "--listen", "127.0.0.1:0", pid), url, sizeof url);
+  snprintf(heap, sizeof heap, "%sdebug/pprof/heap", url);
+  ck_assert_int_eq(curl_status(as_other, url, NULL, NULL), 403);
+  ck_assert_int_eq(curl_status(as_other, heap, NULL, NULL), 403);
+  ck_assert_int_eq(curl_status(NULL, url, NULL, NULL), 200);
+  serve_stop(&s);
+
+  static const char secret[] = "Zm9yIHRoZSB0ZXN0IG9ubHksIG5vdCBhIHJlYWwgdG9rZW4=";
+  snprintf(token, sizeof token, "%s/token", dir);
+  write_file(token, secret, sizeof secret - 1);
+  ck_assert_int_eq(chmod(token, 0640), 0);
+  probe_run_t r = tool_run(LIST("serve", "--token-file", token, pid), NULL);
+  assert_failed(&r, "serve, token open to the group", "mode 640 lets others read or change it");
+  probe_run_free(&r);
+  ck_assert_int_eq(chmod(token, 0600), 0);
+  s = serve_start(LIST("serve", "--listen", "127.0.0.1:0", "--token-file", token, pid), url, sizeof url);
+  snprintf(heap, sizeof heap, "%sdebug/pprof/heap", url);
+  ck_assert_int_eq(curl_status(as_other, heap, NULL, NULL), 401);
+  /* The secret without its '=': a token that differs in length. */
+  static const char wrong[] = "Authorization: Bearer Zm9yIHRoZSB0ZXN0IG9ubHksIG5vdCBhIHJlYWwgdG9rZW4";
+  ck_assert_int_eq(curl_status(as_other, heap, NULL, LIST("-H", wrong)), 401);
+  probe_run_t h = probe_run("/usr/bin/curl", LIST("-sS", "-o", "/dev/null", "-D", "-", heap), NULL);
+  ck_assert_msg(strstr(h.out, "HTTP/1.1 200") != NULL, "%s", h.out);     /* our own user, no token */
+  probe_run_free(&h);
+  h = probe_run(as_other[0], LIST(as_other[1], as_other[2], as_other[3], "/usr/bin/curl", "-sS", "-o",
+                                  "/dev/null", "-D", "-", heap), NULL);
+  ck_assert_msg(strstr(h.out, "HTTP/1.1 401") != NULL, "%s", h.out);
+  ck_assert_msg(strstr(h.out, "WWW-Authenticate: Bearer") != NULL, "%s", h.out);
+  probe_run_free(&h);
+  snprintf(file, sizeof file, "%s/heap.pb.gz", other_dir(odir, sizeof odir));
+  char auth[128];
+  snprintf(auth, sizeof auth, "Authorization: Bearer %s", secret);
+  ck_assert_int_eq(curl_status(as_other, heap, file, LIST("-H", auth)), 200);
+  if (access("/usr/bin/go", X_OK) == 0) {
+    r = go_pprof_url(dir, LIST("-raw", file));
+    ck_assert_msg(strstr(r.out, "site_a") != NULL && strstr(r.out, "inuse_space/bytes") != NULL, "%s", r.out);
+    probe_run_free(&r);
+    r = go_pprof_url(dir, LIST("-raw", heap));
+    ck_assert_msg(strstr(r.out, "site_a") != NULL, "%s", r.out);
+    probe_run_free(&r);
+  }
+  ck_assert_int_eq(unlink(file), 0);
+  ck_assert_int_eq(rmdir(odir), 0);
+  serve_stop(&s);
+  probe_run_t end = control_probe_end(&c, NULL);
+  probe_run_free(&end);
+}
+END_TEST
+
+/* n connections to addr, each sending a request's first line and half a header, never the rest. */
+static void half_requests(const struct sockaddr_in *addr, int *fds, size_t n)
+{
+  static const char half[] = "GET /debug/pprof/heap HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+  for (size_t i = 0; i < n; i++) {
+    fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fds[i] < 0 || connect(fds[i], (const struct sockaddr *)addr, sizeof *addr) != 0 ||
+        send(fds[i], half, sizeof half - 1, MSG_NOSIGNAL) != (ssize_t)sizeof half - 1)
+      fds[i] = -1;
+  }
+}
+
+/* Reads the connections until `want` of them have ended (the server closed them); how many did. */
+static size_t wait_closed(int *fds, size_t n, size_t want)
+{
+  size_t closed = 0;
+  struct pollfd pf[SLOW_CLIENTS];
+  while (closed < want) {
+    for (size_t i = 0; i < n; i++) pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    if (poll(pf, n, -1) < 0) return closed;
+    for (size_t i = 0; i < n; i++) {
+      char buf[512];
+      if (pf[i].revents == 0) continue;
+      if (recv(fds[i], buf, sizeof buf, 0) > 0) continue;
+      close(fds[i]);
+      fds[i] = -1;                               /* poll skips it from now on */
+      closed++;
+    }
+  }
+  return closed;
+}
+
+/* SLOW_CLIENTS connections that send half a request each, our own user's, do not keep a good client
+ * from being served (curl's --max-time is the bound: a server whose connections are all held refuses
+ * it or keeps it waiting).  As another user (root only), a client holds SERVE_PER_CLIENT connections: the
+ * others are closed at once, and the ones it holds are closed after 10 s without progress (an event: the
+ * end of each connection); meanwhile the good client is served again. */
+START_TEST(tool_serve_slow_clients)
+{
+  char dir[PATH_MAX], url[256], heap[512];
+  tool_tmpdir(dir, sizeof dir);
+  probe_child_t c = service_probe_start(dir, true);
+  ck_assert_str_eq(control_probe_say(&c, "alloc a 300 4096"), "done a 300");
+  probe_child_t s = serve_start(LIST("serve", "--listen", "127.0.0.1:0", pid_text(c.pid)), url, sizeof url);
+  snprintf(heap, sizeof heap, "%sdebug/pprof/heap", url);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                             .sin_port = htons((uint16_t)strtoul(strrchr(url, ':') + 1, NULL, 10))};
+  int fds[SLOW_CLIENTS];
+  half_requests(&addr, fds, SLOW_CLIENTS);
+  for (size_t i = 0; i < SLOW_CLIENTS; i++) ck_assert_int_ge(fds[i], 0);
+  ck_assert_int_eq(curl_status(NULL, heap, NULL, LIST("--max-time", "20")), 200);
+  for (size_t i = 0; i < SLOW_CLIENTS; i++) close(fds[i]);
+
+  if (can_be_other()) {
+    int pipe_fds[2];
+    ck_assert_int_eq(pipe(pipe_fds), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {                            /* raw calls only: no assertions in the child */
+      uid_t other = (uid_t)strtoul(OTHER_UID, NULL, 10);
+      if (setgroups(0, NULL) != 0 || setresgid(other, other, other) != 0 ||
+          setresuid(other, other, other) != 0)
+        _exit(3);
+      half_requests(&addr, fds, SLOW_CLIENTS);
+      for (size_t i = 0; i < SLOW_CLIENTS; i++)
+        if (fds[i] < 0) _exit(4);
+      char line[32];
+      size_t closed = wait_closed(fds, SLOW_CLIENTS, SLOW_CLIENTS - SERVE_PER_CLIENT);
+      int n = snprintf(line, sizeof line, "%zu\n", closed);
+      if (write(pipe_fds[1], line, (size_t)n) != n) _exit(5);
+      n = snprintf(line, sizeof line, "%zu\n", wait_closed(fds, SLOW_CLIENTS, SERVE_PER_CLIENT));
+      _exit(write(pipe_fds[1], line, (size_t)n) == n ? 0 : 5);
+    }
+    close(pipe_fds[1]);
+    FILE *from = fdopen(pipe_fds[0], "r");
+    char line[32];
+    ck_assert_ptr_nonnull(from);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, from));
+    ck_assert_uint_eq(strtoul(line, NULL, 10), SLOW_CLIENTS - SERVE_PER_CLIENT);
+    ck_assert_int_eq(curl_status(NULL, heap, NULL, LIST("--max-time", "20")), 200);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, from));
+    ck_assert_uint_eq(strtoul(line, NULL, 10), SERVE_PER_CLIENT);
+    fclose(from);
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the other user's clients: status %d",
+                  status);
+  }
+  serve_stop(&s);
+  probe_run_t end = control_probe_end(&c, NULL);
+  probe_run_free(&end);
+}
+END_TEST
+
+/* serve run by another user than the process's (root only): the index does not list the process, its
+ * profile is refused (403), and serve says so at start.  A client of root is not served either: root is
+ * not serve's user. */
+START_TEST(tool_serve_other_user)
+{
+  if (!can_be_other()) MPROF_TEST_SKIP("not root, cannot be another user");
+  char dir[PATH_MAX], odir[64], tool[128], tmp[128], url[256], u[512], page[PATH_MAX], want[64];
+  tool_tmpdir(dir, sizeof dir);
+  probe_child_t c = service_probe_start(dir, true);
+  other_dir(odir, sizeof odir);
+  control_copy_into(probe_getenv("MPROF_TEST_TOOL"), odir, tool, sizeof tool);
+  snprintf(tmp, sizeof tmp, "TMPDIR=%s", odir);
+  const char *const *command = LIST(as_other[0], as_other[1], as_other[2], as_other[3], tool, "serve",
+                                    "--listen", "127.0.0.1:0", pid_text(c.pid));
+  probe_child_t s = serve_start_as(command, LIST(tmp), url, sizeof url);
+  snprintf(page, sizeof page, "%s/index.html", odir);
+  ck_assert_int_eq(curl_status(as_other, url, page, NULL), 200);       /* serve's own user: served */
+  FILE *f = fopen(page, "r");
+  ck_assert_ptr_nonnull(f);
+  char text[8192];
+  text[fread(text, 1, sizeof text - 1, f)] = '\0';
+  fclose(f);
+  snprintf(want, sizeof want, "/pid/%d/", (int)c.pid);
+  ck_assert_msg(strstr(text, want) == NULL && strstr(text, "control_probe") == NULL, "%s", text);
+  snprintf(u, sizeof u, "%sdebug/pprof/heap", url);
+  ck_assert_int_eq(curl_status(as_other, u, NULL, NULL), 403);
+  ck_assert_int_eq(curl_status(NULL, u, NULL, NULL), 403);           /* root is not serve's user */
+  ck_assert_int_eq(kill(s.pid, SIGTERM), 0);
+  probe_run_t r = probe_finish(&s);
+  probe_assert_exit0(&r, "serve");
+  snprintf(want, sizeof want, "process %d belongs to another user: it is not served", (int)c.pid);
+  ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
+  probe_run_free(&r);
+  ck_assert_int_eq(unlink(tool), 0);
+  ck_assert_int_eq(unlink(page), 0);
+  ck_assert_int_eq(rmdir(odir), 0);
+  probe_run_t end = control_probe_end(&c, NULL);
+  probe_run_free(&end);
+}
+END_TEST
+
 Suite *tool_access_suite(void)
 {
   Suite *s = suite_create("tool_access");
@@ -264,6 +541,10 @@ Suite *tool_access_suite(void)
   tcase_add_test(tc, tool_ctl_timeout);
   tcase_add_test(tc, tool_ctl_other_process);
   tcase_add_test(tc, tool_ctl_hostile_text);
+  tcase_add_test(tc, tool_serve_host);
+  tcase_add_test(tc, tool_serve_access);
+  tcase_add_test(tc, tool_serve_slow_clients);
+  tcase_add_test(tc, tool_serve_other_user);
   suite_add_tcase(s, tc);
   return s;
 }

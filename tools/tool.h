@@ -332,6 +332,31 @@ int  ctl_dump_file(pid_t pid, const char *path, bool symbolize, char *err, size_
 char *ctl_command_line(pid_t pid);
 
 /* ---------------------------------------------------------------------------------------------------
+   "access.c": whom serve serves (the Host header, --token-file or our own user, connections per client)
+--------------------------------------------------------------------------------------------------- */
+
+#define SERVE_CONNECTIONS_MAX 128      /* connections at a time, in all */
+#define SERVE_PER_CLIENT      16       /* of them, held by one client that is not our own user */
+
+typedef struct serve_client_s serve_client_t;
+
+/* Reads the token of --token-file; 0, or the exit status after a message (not a regular file of ours
+ * or root's, open to group or others, not one line of 16 to 1024 visible ASCII characters). */
+int  serve_token_file(const char *path);
+bool serve_token_set(void);
+/* One more name that Host may carry (the string is kept, not copied); false when there are too many. */
+bool serve_allow_host(const char *host);
+/* Whether a request with this Host header (NULL: none) may be answered. */
+bool serve_host_allowed(const char *host);
+/* At a connection's start: who is at the other end; NULL when that client holds SERVE_PER_CLIENT
+ * connections already (or there is no memory): the connection must be closed.  Thread-safe. */
+serve_client_t *serve_client_open(int fd);
+void serve_client_close(serve_client_t *c);     /* at its end; NULL is fine */
+/* 0 when the client may be served (with this Authorization header, NULL: none); else the HTTP status
+ * to refuse with (401, 403) and why. */
+unsigned serve_request_allowed(const serve_client_t *c, const char *authorization, char *why, size_t len);
+
+/* ---------------------------------------------------------------------------------------------------
    Subcommands (argv[0] is the subcommand's name)
 --------------------------------------------------------------------------------------------------- */
 
