@@ -25,9 +25,9 @@
  */
 #include "tool.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <arpa/inet.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -48,6 +48,7 @@
 struct serve_client_s {
   bool          local;                /* the other end is a socket on this machine */
   uid_t         uid;                  /* its owner, when local */
+  int           lookup_errno;         /* why the socket table could not be asked (0: it answered) */
   bool          counted;              /* against its key's SERVE_PER_CLIENT */
   unsigned char key[17];              /* 'u' + uid, '4' + address, '6' + /64 prefix */
 };
@@ -160,8 +161,13 @@ unsigned serve_request_allowed(const serve_client_t *c, const char *authorizatio
     snprintf(why, len, "a bearer token is required (Authorization: Bearer TOKEN, the token of --token-file)");
     return 401;
   }
-  snprintf(why, len, "only processes of user %u on this machine are served (no --token-file)",
-           (unsigned)me);
+  if (c->lookup_errno != 0)
+    snprintf(why, len, "only processes of user %u on this machine are served, and the kernel's socket table "
+             "cannot tell whose this connection is (NETLINK_SOCK_DIAG: %s): start serve with --token-file",
+             (unsigned)me, strerror(c->lookup_errno));
+  else
+    snprintf(why, len, "only processes of user %u on this machine are served (no --token-file)",
+             (unsigned)me);
   return 403;
 }
 
@@ -171,14 +177,15 @@ unsigned serve_request_allowed(const serve_client_t *c, const char *authorizatio
 
 /* The owner of the socket at the other end of TCP connection fd when it is on this machine (in this
  * network namespace), else -1: NETLINK_SOCK_DIAG looked up by the connection's addresses and ports seen
- * from the other end. */
-static long local_peer_uid(int fd)
+ * from the other end.  *err: 0 when the kernel answered (ENOENT: no such socket here), else why not. */
+static long local_peer_uid(int fd, int *err)
 {
+  *err = 0;
   struct sockaddr_storage me, peer;
   socklen_t ml = sizeof me, pl = sizeof peer;
   if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 ||
       getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || me.ss_family != peer.ss_family)
-    return -1;
+    return -1;                                         /* gone already, or not TCP/IP */
   struct {
     struct nlmsghdr         h;
     struct inet_diag_req_v2 r;
@@ -203,7 +210,10 @@ static long local_peer_uid(int fd)
     return -1;
   }
   int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-  if (nl < 0) return -1;
+  if (nl < 0) {
+    *err = errno;
+    return -1;
+  }
   struct timeval tv = {.tv_sec = 1};
   struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
   union {
@@ -215,14 +225,18 @@ static long local_peer_uid(int fd)
   if (setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
       sendto(nl, &q, sizeof q, 0, (struct sockaddr *)&kernel, sizeof kernel) == (ssize_t)sizeof q)
     n = recv(nl, &reply, sizeof reply, 0);
+  *err = n < 0 ? errno : 0;
   close(nl);
   if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) && NLMSG_OK(&reply.h, (size_t)n) &&
       reply.h.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
     const struct inet_diag_msg *m = NLMSG_DATA(&reply.h);
     if (m->id.idiag_sport == q.r.id.idiag_sport && m->id.idiag_dport == q.r.id.idiag_dport)
       uid = m->idiag_uid;
+  } else if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct nlmsgerr)) && reply.h.nlmsg_type == NLMSG_ERROR) {
+    int e = -((const struct nlmsgerr *)NLMSG_DATA(&reply.h))->error;
+    *err = e == ENOENT ? 0 : e;                        /* ENOENT: not a socket here, a remote client */
   }
-  return uid;                                          /* NLMSG_ERROR ENOENT: not a socket here */
+  return uid;
 }
 
 /* The client's key: its user when local, else its IPv4 address or IPv6 /64. */
@@ -252,7 +266,7 @@ serve_client_t *serve_client_open(int fd)
 {
   serve_client_t *c = calloc(1, sizeof *c);
   if (c == NULL) return NULL;
-  long uid = local_peer_uid(fd);
+  long uid = local_peer_uid(fd, &c->lookup_errno);
   c->local = uid >= 0;
   c->uid = c->local ? (uid_t)uid : (uid_t)-1;
   if (c->local && c->uid == geteuid()) return c;                     /* our own: the total limit only */
