@@ -1,4 +1,4 @@
-/* test_tool_access.c - the mimalloc-prof command against hostile processes and clients (issue 21): ctl,
+/* test_tool_access.c - the mimalloc-prof command against hostile processes and clients: ctl,
  * top PID and ps bounded by --timeout, refusing a socket that another process answers, and escaping what
  * a process says; serve refusing foreign Host names (DNS rebinding) and clients without access, served
  * to its own user and to the holders of its token, and not locked up by slow clients.
