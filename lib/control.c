@@ -184,7 +184,7 @@ bool mprof_control_init(void)
   if (v == 0) return false;
   const char *named = v > 1 ? (const char *)(uintptr_t)v : NULL;   /* else 1: the default directory */
   char dir[MPROF_CONTROL_PATH_MAX];
-  if (!mprof_control_dir(named, getenv("XDG_RUNTIME_DIR"), (unsigned)geteuid(), dir, sizeof dir) ||
+  if (!mprof_control_dir(named, secure_getenv("XDG_RUNTIME_DIR"), (unsigned)geteuid(), dir, sizeof dir) ||
       !mprof_control_socket(dir, (int)getpid(), sock_path, sizeof sock_path)) {
     mprof_warn("MIMALLOC_PROF_CONTROL: the socket's path would be longer than %d bytes; no control socket",
                MPROF_CONTROL_PATH_MAX - 1);

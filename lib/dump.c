@@ -191,6 +191,10 @@ static bool auto_name(char kind, char *out, size_t len)
 bool mi_prof_dump(const char *path)
 {
   char name[4096];
+  if (path == NULL && mprof_options_secure()) {   /* the working directory is the caller's, not ours */
+    errno = EPERM;
+    return false;
+  }
   if (path == NULL) {
     if (!auto_name('m', name, sizeof name)) {
       errno = ENAMETOOLONG;

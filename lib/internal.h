@@ -131,6 +131,9 @@ const char *mprof_option_str(mprof_option_t id);
  * (why: a phrase such as "is not a byte count", to follow the value), -1 no option has that name.
  * For the mimalloc-prof command, which compiles options.c in; needs no initialisation, allocates nothing. */
 int         mprof_option_parse(const char *name, const char *text, uint64_t *value, char *why, size_t why_len);
+/* Secure mode: the kernel set AT_SECURE (a set-user-ID or set-group-ID program, or one that gained
+ * capabilities at exec).  Then no MIMALLOC_PROF_* variable is read: every option keeps its default. */
+bool        mprof_options_secure(void);
 
 /* "warn.c" */
 void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
