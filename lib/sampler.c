@@ -104,10 +104,8 @@ static void rng_seed(mprof_tls_t *t, uint64_t seed, uint64_t word)
   if (seed != 0) {
     if (t->ordinal == 0) t->ordinal = __atomic_add_fetch(&thread_ordinals, 1, __ATOMIC_RELAXED);
     x = splitmix64(seed ^ splitmix64(t->ordinal) ^ (word == fork_salt_word ? fork_salt : 0));
-  } else if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    x = splitmix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uintptr_t)t);
+  } else {
+    x = mprof_random64();
   }
   t->rng = x != 0 ? x : 0x853c49e6748fea9bull;   /* xorshift state must not be 0 */
 }
@@ -129,6 +127,24 @@ bool mprof_sampler_postfork_child(void)
   mprof_tls.session = 0;
   mprof_tls.remaining = 0;
   return true;
+}
+
+/* The kernel's entropy; where getrandom(2) is refused (ENOSYS under a seccomp filter older than it,
+ * EAGAIN before the pool is ready at boot) both clocks in nanoseconds, the process and thread IDs, a
+ * per-process count and an address on this thread's stack (randomised at exec), mixed: nothing secret,
+ * but nothing another process can know in advance either. */
+uint64_t mprof_random64(void)
+{
+  static uint64_t calls;
+  uint64_t x;
+  if (getrandom(&x, sizeof x, GRND_NONBLOCK) == (ssize_t)sizeof x) return x;
+  struct timespec rt, mono;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  uint64_t n = __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+  x = splitmix64((uint64_t)rt.tv_nsec ^ ((uint64_t)rt.tv_sec << 30) ^ ((uint64_t)getpid() << 42));
+  x = splitmix64(x ^ (uint64_t)mono.tv_nsec ^ ((uint64_t)mono.tv_sec << 32) ^ (uint64_t)(uintptr_t)&rt);
+  return splitmix64(x ^ n * 0x9e3779b97f4a7c15ull ^ (uint64_t)gettid());
 }
 
 /* D = floor(X) for X ~ Exp(rate): the bytes before the next mark.  -log(u) for u uniform on (0, 1]. */
