@@ -123,6 +123,7 @@ int main(void)
   srunner_add_suite(sr, profiler_suite());
   srunner_add_suite(sr, control_suite());
   srunner_add_suite(sr, periodic_suite());
+  srunner_add_suite(sr, security_suite());
   srunner_add_suite(sr, tool_cli_suite());
   srunner_add_suite(sr, tool_run_suite());
   srunner_add_suite(sr, tool_report_suite());

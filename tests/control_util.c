@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -262,5 +263,14 @@ const char *control_copy_into(const char *src, const char *dir, char *buf, size_
   ck_assert_msg(r == 0, "copying %s: %s", src, strerror(errno));
   close(in);
   close(out);
+  return buf;
+}
+
+const char *passable_dir(char *buf, size_t len, const char *tag)
+{
+  int n = snprintf(buf, len, "/tmp/mprof-%s-XXXXXX", tag);
+  ck_assert(n > 0 && (size_t)n < len);
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+  ck_assert_int_eq(chmod(buf, 0711), 0);
   return buf;
 }

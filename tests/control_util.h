@@ -74,5 +74,11 @@ long curl_status(const char *const *wrapper, const char *url, const char *out, c
 probe_run_t go_pprof_url(const char *dir, const char *const *args);
 /* Copies file src into dir under its own name, mode 0755; the copy's path in buf. */
 const char *control_copy_into(const char *src, const char *dir, char *buf, size_t len);
+/* For a program run as another user (setpriv), who may not reach this build: a new directory of /tmp
+ * that others may pass through (0711; /tmp/mprof-TAG-XXXXXX) into buf, for copies of what that user
+ * runs.  Not below TMPDIR, which may be private (scripts/deb.sh gives dpkg-buildpackage a 0700 one), nor
+ * beside the build, which may sit below a directory closed to others (a clone under /root, as on CI
+ * machines).  The test removes it. */
+const char *passable_dir(char *buf, size_t len, const char *tag);
 
 #endif

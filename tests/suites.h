@@ -36,6 +36,7 @@ Suite *pprof_suite(void);      /* test_pprof.c: the profile format, timestamps, 
 Suite *dump_suite(void);       /* test_dump.c: dumps, triggers, leak report, errors, full budget */
 Suite *profiler_suite(void);   /* test_profiler.c: the profiler thread, final signals, fork under dlopen */
 Suite *control_suite(void);    /* test_control.c: the control socket: requests, peers, fuzzing, descriptors */
+Suite *security_suite(void);   /* test_security.c: secure mode (setuid), planted links, names, -o */
 Suite *periodic_suite(void);   /* test_periodic.c: periodic profiles, retention of p, i and u files */
 Suite *tool_cli_suite(void);   /* test_tool_cli.c: mimalloc-prof's option checks, usage errors, -o DIR */
 Suite *tool_run_suite(void);   /* test_tool_run.c: mimalloc-prof run: signals, final profile */

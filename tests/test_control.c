@@ -171,15 +171,12 @@ START_TEST(control_peer_check)
   if (geteuid() != 0) MPROF_TEST_SKIP("not root, cannot be another user");
   ck_assert_ptr_null(getpwuid(OTHER_UID));
   ck_assert_ptr_null(getpwuid(PROBE_UID));
-  /* Everything PROBE_UID needs lies below a directory of /tmp that others may pass through (0711), not
-   * below TMPDIR, which may be private (scripts/deb.sh gives dpkg-buildpackage a 0700 one), nor beside
-   * the build, which may sit below a directory closed to others (a clone under /root, as on CI machines):
-   * the socket's directory (PROBE_UID's, 0755) and copies of the probe and of the library it links (bin,
+  /* Everything PROBE_UID needs lies below a directory others may pass through (passable_dir): the
+   * socket's directory (PROBE_UID's, 0755) and copies of the probe and of the library it links (bin,
    * LD_LIBRARY_PATH, which comes before the probe's RUNPATH). */
-  char base[] = "/tmp/mprof-peer-XXXXXX", dir[PATH_MAX], bin[PATH_MAX], control[PATH_MAX + 32], path[PATH_MAX],
+  char base[PATH_MAX], dir[PATH_MAX], bin[PATH_MAX], control[PATH_MAX + 32], path[PATH_MAX],
        reuid[32], regid[32], probe[PATH_MAX + 64], lib[PATH_MAX + 64], libpath[PATH_MAX + 32];
-  ck_assert_ptr_nonnull(mkdtemp(base));
-  ck_assert_int_eq(chmod(base, 0711), 0);
+  passable_dir(base, sizeof base, "peer");
   snprintf(dir, sizeof dir, "%s/sock", base);
   snprintf(bin, sizeof bin, "%s/bin", base);
   ck_assert_int_eq(mkdir(dir, 0755), 0);
