@@ -123,15 +123,15 @@ int cmd_top(int argc, char **argv)
   bool live = access(path, F_OK) != 0 && tool_parse_pid(path, &pid);   /* not a file: a process */
   if (live) {
     p = live_profile(pid, symbolize, title, sizeof title);
-    if (p == NULL) return EXIT_FAILURE;
     path = title;
   } else if ((p = profile_read(path, err, sizeof err)) == NULL) {
-    return tool_error("%s", err);
+    tool_error("%s", err);
   }
   view_t v;
-  if ((rc = view_build(&v, p, &o)) != 0) {
+  if (p == NULL || (rc = view_build(&v, p, &o)) != 0) {
     profile_free(p);
-    return rc;
+    view_opts_free(&o);
+    return p == NULL ? EXIT_FAILURE : rc;
   }
   print_header(&v, &o, path);
   size_t n;
