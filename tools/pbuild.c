@@ -5,8 +5,8 @@
  * mapping of the same file (build ID or name, file offset and size) is shared, and the addresses of the
  * later profiles' locations in it move by the difference of the start addresses (each process has its
  * own load address); locations are equal when mapping, address and lines are; samples are equal when
- * their locations are, and their values add up.  The period becomes the largest, the time the earliest.
- * Labels are not kept (the library writes none).
+ * their locations and labels are (labels compared in a canonical order, so the order a writer chose does
+ * not matter), and their values add up.  The period becomes the largest, the time the earliest.
  */
 #include "tool.h"
 
@@ -266,13 +266,77 @@ static bool ids_equal(const sample_t *s, const uint64_t *ids, size_t n)
   return s->n_location_id == n && (n == 0 || memcmp(s->location_id, ids, n * sizeof *ids) == 0);
 }
 
+/* Labels in their canonical order: by key, string, number, unit (string ids of the builder). */
+static int label_cmp(const pb_label_t *x, const pb_label_t *y)
+{
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  if (x->str != y->str) return x->str < y->str ? -1 : 1;
+  if (x->num != y->num) return x->num < y->num ? -1 : 1;
+  return x->num_unit < y->num_unit ? -1 : x->num_unit > y->num_unit;
+}
+
+static bool labels_equal(const sample_t *s, const pb_label_t *labels, size_t n)
+{
+  if (s->n_label != n) return false;
+  for (size_t i = 0; i < n; i++) {
+    const label_t *l = s->label[i];
+    if (l->key != labels[i].key || l->str != labels[i].str || l->num != labels[i].num ||
+        l->num_unit != labels[i].num_unit)
+      return false;
+  }
+  return true;
+}
+
+/* The sample's labels: pointers, then the labels, in one block. */
+static label_t **labels_copy(const pb_label_t *labels, size_t n)
+{
+  label_t **lp = malloc(n * (sizeof *lp + sizeof(label_t)) + 1);
+  if (lp == NULL) return NULL;
+  label_t *ls = (label_t *)(lp + n);
+  for (size_t i = 0; i < n; i++) {
+    perftools__profiles__label__init(&ls[i]);
+    ls[i].key = labels[i].key;
+    ls[i].str = labels[i].str;
+    ls[i].num = labels[i].num;
+    ls[i].num_unit = labels[i].num_unit;
+    lp[i] = &ls[i];
+  }
+  return lp;
+}
+
+static void sample_free(sample_t *s)
+{
+  free(s->location_id);
+  free(s->value);
+  free(s->label);
+  free(s);
+}
+
 void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values, int sign)
+{
+  pb_sample_labels(b, ids, n, NULL, 0, values, sign);
+}
+
+void pb_sample_labels(pbuild_t *b, const uint64_t *ids, size_t n, pb_label_t *labels, size_t n_labels,
+                      const int64_t *values, int sign)
 {
   if (!grow(b, &b->samples, &b->cap_samples, b->n_samples) || !htab_reserve(b, &b->sample_ix, b->n_samples))
     return;
+  for (size_t i = 1; i < n_labels; i++) {          /* insertion sort: a sample has a few labels */
+    pb_label_t l = labels[i];
+    size_t j = i;
+    for (; j > 0 && label_cmp(&l, &labels[j - 1]) < 0; j--) labels[j] = labels[j - 1];
+    labels[j] = l;
+  }
   uint64_t hv = 4;
   for (size_t i = 0; i < n; i++) hv = mix(hv, ids[i]);
-  size_t pos, e = HTAB_FIND(&b->sample_ix, hv, ids_equal(b->samples[x_], ids, n), &pos);
+  for (size_t i = 0; i < n_labels; i++)
+    hv = mix(mix(mix(mix(hv, (uint64_t)labels[i].key), (uint64_t)labels[i].str), (uint64_t)labels[i].num),
+             (uint64_t)labels[i].num_unit);
+  size_t pos, e = HTAB_FIND(&b->sample_ix, hv,
+                            ids_equal(b->samples[x_], ids, n) &&
+                              labels_equal(b->samples[x_], labels, n_labels),
+                            &pos);
   if (e != SIZE_MAX) {
     for (size_t k = 0; k < b->n_values; k++)
       b->samples[e]->value[k] = tool_add(b->samples[e]->value[k], sign < 0 ? tool_neg(values[k]) : values[k]);
@@ -281,8 +345,9 @@ void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values
   sample_t *s = malloc(sizeof *s);
   uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
   int64_t *v = malloc((b->n_values ? b->n_values : 1) * sizeof *v);
-  if (s == NULL || copy == NULL || v == NULL) {
-    free(s), free(copy), free(v);
+  label_t **lp = n_labels ? labels_copy(labels, n_labels) : NULL;
+  if (s == NULL || copy == NULL || v == NULL || (n_labels && lp == NULL)) {
+    free(s), free(copy), free(v), free(lp);
     b->failed = true;
     return;
   }
@@ -293,8 +358,27 @@ void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values
   s->n_location_id = n;
   s->value = v;
   s->n_value = b->n_values;
+  s->label = lp;
+  s->n_label = n_labels;
   b->samples[b->n_samples] = s;
   htab_put(&b->sample_ix, pos, hv, b->n_samples++);
+}
+
+void pb_sample_from(pbuild_t *b, const profile_t *p, const sample_t *smp, const uint64_t *ids, size_t n,
+                    int sign)
+{
+  pb_label_t few[8], *labels = few;
+  if (smp->n_label > sizeof few / sizeof few[0] && (labels = malloc(smp->n_label * sizeof *labels)) == NULL) {
+    b->failed = true;
+    return;
+  }
+  for (size_t i = 0; i < smp->n_label; i++) {
+    const label_t *l = smp->label[i];
+    labels[i] = (pb_label_t){pb_string(b, pstr(p, l->key)), l->str ? pb_string(b, pstr(p, l->str)) : 0,
+                             l->num, l->num_unit ? pb_string(b, pstr(p, l->num_unit)) : 0};
+  }
+  pb_sample_labels(b, ids, n, labels, smp->n_label, smp->value, sign);
+  if (labels != few) free(labels);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -454,7 +538,7 @@ bool pb_add_profile(pbuild_t *b, const profile_t *p, int sign)
       size_t pos = pindex_location_pos(&ix, smp->location_id[k]);
       if (pos != SIZE_MAX) ids[n++] = loc_new[pos];
     }
-    pb_sample(b, ids, n, smp->value, sign);
+    pb_sample_from(b, p, smp, ids, n, sign);
   }
   free(ids);
   free(lines);
@@ -472,11 +556,7 @@ const profile_t *pbuild_profile(pbuild_t *b)
     bool zero = true;
     for (size_t k = 0; k < b->n_values; k++) zero &= b->samples[i]->value[k] == 0;
     if (!zero) b->samples[kept++] = b->samples[i];
-    else {
-      free(b->samples[i]->location_id);
-      free(b->samples[i]->value);
-      free(b->samples[i]);
-    }
+    else sample_free(b->samples[i]);
   }
   b->n_samples = kept;
   b->p.sample = b->samples;
@@ -504,11 +584,7 @@ void pbuild_free(pbuild_t *b)
     free(b->locations[i]->line);
     free(b->locations[i]);
   }
-  for (size_t i = 0; i < b->n_samples; i++) {
-    free(b->samples[i]->location_id);
-    free(b->samples[i]->value);
-    free(b->samples[i]);
-  }
+  for (size_t i = 0; i < b->n_samples; i++) sample_free(b->samples[i]);
   for (size_t i = 0; i < b->p.n_sample_type; i++) free(b->p.sample_type[i]);
   free(b->p.sample_type);
   free(b->p.period_type);

@@ -26,6 +26,7 @@
 typedef Perftools__Profiles__Profile   profile_t;
 typedef Perftools__Profiles__ValueType value_type_t;
 typedef Perftools__Profiles__Sample    sample_t;
+typedef Perftools__Profiles__Label     label_t;
 typedef Perftools__Profiles__Mapping   mapping_t;
 typedef Perftools__Profiles__Location  location_t;
 typedef Perftools__Profiles__Line      line_t;
@@ -144,8 +145,20 @@ uint64_t pb_mapping(pbuild_t *b, const profile_t *p, const mapping_t *m, int64_t
 /* Sets the has_* flags of a mapping the builder made. */
 void     pb_mapping_flags(pbuild_t *b, uint64_t id, bool functions, bool filenames, bool lines, bool inlines);
 uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines, size_t n_lines);
-/* Adds `sign` x values to the sample with these locations (a new one when there is none). */
+/* Adds `sign` x values to the sample with these locations and no labels (a new one when there is none). */
 void     pb_sample(pbuild_t *b, const uint64_t *location_ids, size_t n, const int64_t *values, int sign);
+/* A label of a sample being built: key, str and num_unit are the builder's string ids (pb_string; 0:
+ * none). */
+typedef struct pb_label_s {
+  int64_t key, str, num, num_unit;
+} pb_label_t;
+/* The same, to the sample with these locations and these labels (sorted in place into their canonical
+ * order, so that equal sets match whatever order they come in). */
+void     pb_sample_labels(pbuild_t *b, const uint64_t *location_ids, size_t n, pb_label_t *labels,
+                          size_t n_labels, const int64_t *values, int sign);
+/* pb_sample_labels with the values and the labels of `smp`, a sample of `p`. */
+void     pb_sample_from(pbuild_t *b, const profile_t *p, const sample_t *smp, const uint64_t *location_ids,
+                        size_t n, int sign);
 /* Copies the whole of `p` in (locations and functions as they are): merging profiles is calling this
  * for each. */
 bool     pb_add_profile(pbuild_t *b, const profile_t *p, int sign);
