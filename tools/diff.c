@@ -8,7 +8,7 @@
 
 static const char usage[] =
   "usage: mimalloc-prof diff [-n ROWS] [-s TYPE] [--sort flat|cum] [--focus RE] [--ignore RE]\n"
-  "                          [--fold RE] [--fold-alloc] [--lines] [-o OUT] BASE NEW\n"
+  "                          [--fold RE] [--fold-alloc] [--lines] [--tag KEY=VALUE]... [-o OUT] BASE NEW\n"
   "Print what changed from profile BASE to profile NEW (NEW minus BASE), largest change first;\n"
   "with -o, also write the difference as a profile.  Symbolize both, or neither, so that their\n"
   "locations match.  Other options as for top.\n"

@@ -174,6 +174,15 @@ bool profile_compatible(const profile_t *a, const profile_t *b, char *why, size_
    "view.c": a profile as stacks of frame names with one value each, for the reports
 --------------------------------------------------------------------------------------------------- */
 
+/* A --tag filter (labels.c). */
+typedef struct view_tag_s {
+  char   *key;                  /* the label key ("size" given: "bytes") */
+  char   *str;                  /* the value as given: what a string label must equal */
+  bool    numeric;              /* str reads as a number or range: what a numeric label must lie in */
+  int64_t lo, hi;               /* that range, both ends included */
+  int     group;                /* the index of the key's first tag: tags of a key are alternatives */
+} view_tag_t;
+
 typedef struct view_opts_s {
   const char *sample_index;     /* NULL: inuse_space, else the profile's default */
   regex_t     focus, ignore, fold;
@@ -183,6 +192,8 @@ typedef struct view_opts_s {
   long        rows;             /* -n: rows or stacks to show */
   bool        sort_cum;         /* --sort=cum */
   double      min_share;        /* tree: hide nodes below this fraction of the total */
+  view_tag_t *tags;             /* --tag: only samples whose labels match */
+  size_t      n_tags;
 } view_opts_t;
 
 /* Long options every report takes; `view_option` handles them (and -n, -s). */
@@ -192,8 +203,10 @@ typedef struct view_opts_s {
 #define VIEW_OPT_LINES   0x104
 #define VIEW_OPT_SORT    0x105
 #define VIEW_OPT_FOLDSTD 0x106
+#define VIEW_OPT_TAG     0x107
 #define VIEW_LONG_OPTIONS \
   {"sample-index", required_argument, NULL, 's'}, {"focus", required_argument, NULL, VIEW_OPT_FOCUS}, \
+  {"tag", required_argument, NULL, VIEW_OPT_TAG}, \
   {"ignore", required_argument, NULL, VIEW_OPT_IGNORE}, {"fold", required_argument, NULL, VIEW_OPT_FOLD}, \
   {"fold-alloc", no_argument, NULL, VIEW_OPT_FOLDSTD}, {"lines", no_argument, NULL, VIEW_OPT_LINES}, \
   {"help", no_argument, NULL, 'h'}
@@ -208,6 +221,7 @@ typedef struct view_stack_s {
   uint32_t  depth;
   int64_t   value;
   int64_t   objects;             /* the matching count (inuse_objects for inuse_space, ...), or 0 */
+  size_t    sample;              /* its sample: p->sample[sample] */
 } view_stack_t;
 
 typedef struct view_s {
@@ -245,6 +259,94 @@ typedef struct view_site_s {
   int64_t  flat, cum;
 } view_site_t;
 view_site_t *view_sites(const view_t *v, size_t *n);   /* one per name with a nonzero flat or cum */
+
+/* ---------------------------------------------------------------------------------------------------
+   "labels.c": --tag filters, the table of a label's values (top --by), amounts with units
+--------------------------------------------------------------------------------------------------- */
+
+/* Adds a --tag KEY=VALUE; 0, or the exit status of a usage error (already reported). */
+int  view_tag_option(view_opts_t *o, const char *arg);
+void view_tags_free(view_opts_t *o);
+/* Whether sample s of p passes the tags: for each key, one of its tags matches the sample's label. */
+bool view_tags_match(const profile_t *p, const sample_t *s, const view_tag_t *tags, size_t n);
+/* The sample's label `key`, or NULL. */
+const label_t *sample_label(const profile_t *p, const sample_t *s, const char *key);
+
+/* The view's stacks grouped by label `name` (`size`: the `bytes` label in power-of-two classes), the
+ * largest group first for a string label, in the label's order for a numeric one (*numeric); stacks
+ * without the label form a group "(no label)". */
+typedef struct label_group_s {
+  char    *text;                 /* the value for people: "worker", "1.00 KiB - 2.00 KiB", "(no label)" */
+  int64_t  value, objects;       /* of its stacks */
+  uint32_t top_site;             /* the innermost frame with the group's largest value (UINT32_MAX: none) */
+  int64_t  top_value;
+} label_group_t;
+label_group_t *label_groups(const view_t *v, const char *name, size_t *n_groups, bool *numeric);
+void           label_groups_free(label_group_t *g, size_t n);
+
+/* A number with an optional suffix: k, m, g, t (KiB, ... powers of 1024) or ns, us, ms, s (in
+ * nanoseconds); a fraction is allowed (1.5ms).  tool_parse_duration requires a time suffix. */
+bool tool_parse_amount(const char *text, int64_t *out);
+bool tool_parse_duration(const char *text, int64_t *ns);
+/* A duration for people: 850 ns, 12.5 us, 1.5 ms, 3.02 s. */
+const char *tool_duration(int64_t ns, char *buf, size_t len);
+
+/* ---------------------------------------------------------------------------------------------------
+   "peak.c": the heap over time (totals, the peak, the timeline in the library's comments)
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct heap_totals_s {
+  bool    has_inuse, has_alloc;  /* the profile has inuse_space, alloc_space */
+  bool    has_peak;              /* a peak comment, or the peak_space sample type */
+  int64_t inuse_bytes;           /* sum of inuse_space: in use when the profile was written */
+  int64_t alloc_bytes;           /* sum of alloc_space */
+  int64_t peak_bytes;            /* the peak comment's bytes, else the sum of peak_space */
+  int64_t peak_ns;               /* when the peak was reached (CLOCK_REALTIME ns); 0 unknown */
+  int64_t start_ns;              /* time_nanos - duration_nanos: when the session started; 0 unknown */
+} heap_totals_t;
+void heap_totals(const profile_t *p, heap_totals_t *t);
+
+typedef struct tl_point_s {
+  int64_t t_ns;                  /* CLOCK_REALTIME ns */
+  int64_t inuse, alloc;          /* estimated bytes in use, allocated */
+} tl_point_t;
+/* The timeline's points in time order (malloc'd; NULL when there are none); *malformed counts the
+ * timeline comments that were left out because they do not parse. */
+tl_point_t *timeline_read(const profile_t *p, size_t *n_points, size_t *malformed);
+
+/* The view's sites with a positive flat value, largest first (malloc'd). */
+view_site_t *heap_top_sites(const view_t *v, size_t *n);
+/* Up to `rows` of them, "  VALUE  SHARE%  NAME" after `indent`, and how many more there are. */
+void heap_print_top_sites(FILE *f, const view_t *v, size_t rows, const char *indent);
+/* The summary `run` prints: peak (and when, after start_ns; 0: not said), in use at exit, allocated,
+ * the top three sites at the peak. */
+void heap_summary(FILE *f, const char *path, int64_t start_ns);
+
+/* ---------------------------------------------------------------------------------------------------
+   "timeline.c", "timeline_svg.c": the heap over time as a chart
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct tl_chart_s {
+  const char    *path;
+  profile_t     *p;
+  tl_point_t    *pts;            /* the timeline, the recorded peak added as a point */
+  size_t         n;              /* at least 1 */
+  size_t         peak;           /* the point with the most in use */
+  int64_t        t0, span;       /* the first point's time and the time to the last (ns) */
+  heap_totals_t  totals;
+  view_t         peak_view;      /* peak_space, when has_peak_view */
+  bool           has_peak_view;
+  size_t         n_sites;        /* sites at the peak to name */
+} tl_chart_t;
+
+/* Reads the profile at path and its timeline; on error prints a message and returns its exit status. */
+int  tl_chart_load(tl_chart_t *c, const char *path, size_t sites);
+void tl_chart_free(tl_chart_t *c);
+/* The unit to show a span of time in (s, ms, us, ns) and nanoseconds per unit; the same for bytes. */
+void tl_time_unit(int64_t span_ns, const char **unit, double *per);
+void tl_bytes_unit(int64_t max, const char **unit, double *per);
+/* Writes the chart as an SVG picture to out (as tool_out_open); 0, or 1 after a message. */
+int  tl_write_svg(const tl_chart_t *c, const char *out, const char *title);
 
 /* ---------------------------------------------------------------------------------------------------
    "calltree.c": the view's stacks merged into a tree (tree, flame)
@@ -328,6 +430,7 @@ int cmd_diff(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_flame(int argc, char **argv);
 int cmd_folded(int argc, char **argv);
+int cmd_timeline(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

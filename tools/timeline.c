@@ -1,0 +1,275 @@
+/* timeline.c - `mimalloc-prof timeline`: the heap of a profile over time, as a text chart for a terminal
+ * (valgrind's ms_print is the model) or as an SVG picture (timeline_svg.c), with the peak marked and the
+ * allocation sites at the peak named.
+ *
+ * The points come from the library's timeline comments (peak.c): estimated bytes in use at times the
+ * library chose (each sample, each dump), thinned evenly when its buffer filled.  The recorded peak
+ * (its own comment) is added as a point, so the chart reaches it even where thinning left it out.
+ *
+ * Text chart: each column covers an equal slice of time and shows the most in use at the points inside
+ * the slice, or at the last point before it when none is inside (the heap is known only at the points).
+ * A column is as many rows high as that amount is of the peak, rounded: '#' marks the peak's column,
+ * ':' the others.
+ */
+#include "tool.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#define DEFAULT_WIDTH  72
+#define DEFAULT_HEIGHT 20
+#define MARGIN         7         /* the y axis' labels and the axis itself: "100.0^" */
+
+static const char usage[] =
+  "usage: mimalloc-prof timeline [-o OUT.svg] [-n SITES] [--width COLUMNS] [--height ROWS]\n"
+  "                              [--title TEXT] FILE\n"
+  "Chart the estimated bytes in use over time that a heap profile records (the library's timeline),\n"
+  "with the peak marked (#) and the allocation sites at the peak (SITES, default 5).\n"
+  "  -o OUT.svg         write the chart as an SVG picture instead\n"
+  "  --width COLUMNS    columns of the text chart (default 72, less to fit a narrower terminal)\n"
+  "  --height ROWS      rows of the text chart (default 20)\n"
+  "  --title TEXT       the SVG picture's title (default: the profile's file name)\n"
+  "See mimalloc-prof(1).\n";
+
+/* ---------------------------------------------------------------------------------------------------
+   Units
+--------------------------------------------------------------------------------------------------- */
+
+void tl_time_unit(int64_t span_ns, const char **unit, double *per)
+{
+  if (span_ns >= 1000000000) *unit = "s", *per = 1e9;
+  else if (span_ns >= 1000000) *unit = "ms", *per = 1e6;
+  else if (span_ns >= 1000) *unit = "us", *per = 1e3;
+  else *unit = "ns", *per = 1;
+}
+
+void tl_bytes_unit(int64_t max, const char **unit, double *per)
+{
+  static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t u = 0;
+  double d = 1;
+  while (u + 1 < sizeof names / sizeof names[0] && (double)max >= 1024 * d) d *= 1024, u++;
+  *unit = names[u];
+  *per = d;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The chart's data
+--------------------------------------------------------------------------------------------------- */
+
+int tl_chart_load(tl_chart_t *c, const char *path, size_t sites)
+{
+  char err[512];
+  memset(c, 0, sizeof *c);
+  c->path = path;
+  if ((c->p = profile_read(path, err, sizeof err)) == NULL) return tool_error("%s", err);
+  size_t malformed;
+  c->pts = timeline_read(c->p, &c->n, &malformed);
+  if (malformed != 0) tool_note("%s: %zu timeline comment(s) do not parse and are left out", path, malformed);
+  heap_totals(c->p, &c->totals);
+  if (c->n == 0) {
+    tl_chart_free(c);
+    return tool_error("%s has no timeline (the library writes one into every heap profile it dumps; this one "
+                      "comes from an older library or another program)", path);
+  }
+  if (c->totals.has_peak && c->totals.peak_ns > 0) {     /* the recorded peak, as a point of its own */
+    c->pts = realloc(c->pts, (c->n + 1) * sizeof *c->pts);
+    if (c->pts == NULL) abort();
+    size_t i = c->n;
+    while (i > 0 && c->pts[i - 1].t_ns > c->totals.peak_ns) {
+      c->pts[i] = c->pts[i - 1];
+      i--;
+    }
+    int64_t alloc = i > 0 ? c->pts[i - 1].alloc : 0;
+    c->pts[i] = (tl_point_t){c->totals.peak_ns, c->totals.peak_bytes, alloc};
+    c->n++;
+  }
+  c->t0 = c->pts[0].t_ns;
+  c->span = c->pts[c->n - 1].t_ns - c->t0;
+  c->peak = 0;
+  for (size_t i = 1; i < c->n; i++) {
+    if (c->pts[i].inuse > c->pts[c->peak].inuse) c->peak = i;
+  }
+  c->n_sites = sites;
+  if (sites > 0 && profile_sample_type(c->p, "peak_space") != SIZE_MAX) {
+    view_opts_t o;
+    view_opts_init(&o);
+    o.sample_index = "peak_space";
+    if (view_build(&c->peak_view, c->p, &o) == 0) c->has_peak_view = true;
+    view_opts_free(&o);
+  }
+  return 0;
+}
+
+void tl_chart_free(tl_chart_t *c)
+{
+  if (c->has_peak_view) view_free(&c->peak_view);
+  free(c->pts);
+  profile_free(c->p);
+  memset(c, 0, sizeof *c);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The text chart
+--------------------------------------------------------------------------------------------------- */
+
+/* The most in use during each of `w` equal slices of the time span; the peak's column in *peak_col. */
+static int64_t *columns(const tl_chart_t *c, int w, int *peak_col)
+{
+  int64_t *col = calloc((size_t)w, sizeof *col);
+  if (col == NULL) abort();
+  size_t i = 0;
+  int64_t carry = 0;                                /* the last point before the slice */
+  for (int k = 0; k < w; k++) {
+    /* slice k: [t0 + span*k/w, t0 + span*(k+1)/w), the last one closed */
+    double end = (double)c->span * (k + 1) / w;
+    int64_t most = carry;
+    for (bool any = false; i < c->n && ((double)(c->pts[i].t_ns - c->t0) < end || k == w - 1); i++) {
+      if (!any || c->pts[i].inuse > most) most = c->pts[i].inuse;
+      any = true;
+      if (i == c->peak) *peak_col = k;
+      carry = c->pts[i].inuse;
+    }
+    col[k] = most;
+  }
+  return col;
+}
+
+static void print_chart(const tl_chart_t *c, int w, int h)
+{
+  int peak_col = 0;
+  int64_t *col = columns(c, w, &peak_col);
+  int64_t top = c->pts[c->peak].inuse;
+  const char *bu, *tu;
+  double bper, tper;
+  tl_bytes_unit(top, &bu, &bper);
+  tl_time_unit(c->span, &tu, &tper);
+  int *rows = malloc((size_t)w * sizeof *rows);
+  if (rows == NULL) abort();
+  for (int k = 0; k < w; k++) {
+    double r = top > 0 ? (double)col[k] / (double)top * h : 0;
+    rows[k] = r <= 0 ? 0 : (int)(r + 0.5);
+  }
+  rows[peak_col] = top > 0 ? h : 0;
+  printf("%*s%s\n", MARGIN - 1 - (int)strlen(bu), "", bu);
+  char *line = malloc((size_t)w + 1);
+  if (line == NULL) abort();
+  for (int r = h; r >= 1; r--) {
+    char label[32] = "";
+    if (r == h) snprintf(label, sizeof label, "%.4g", (double)top / bper);
+    else if (r == (h + 1) / 2 && h >= 6) snprintf(label, sizeof label, "%.4g", (double)top / bper * r / h);
+    for (int k = 0; k < w; k++) line[k] = rows[k] >= r ? (k == peak_col ? '#' : ':') : ' ';
+    int end = w;
+    while (end > 0 && line[end - 1] == ' ') end--;
+    line[end] = '\0';
+    printf("%*s%c%s\n", MARGIN - 1, label, r == h ? '^' : '|', line);
+  }
+  printf("%*s+", MARGIN - 1, "0");
+  for (int k = 0; k < w; k++) putchar('-');
+  printf(">%s\n", tu);
+  /* Time labels: 0 at the left, the span at the right, and the middle when there is room. */
+  char left[32], mid[32], right[32];
+  snprintf(left, sizeof left, "0");
+  snprintf(mid, sizeof mid, "%.4g", (double)c->span / tper / 2);
+  snprintf(right, sizeof right, "%.4g", (double)c->span / tper);
+  char *labels = malloc((size_t)w + 2);            /* position 0 under the '+', k + 1 under column k */
+  if (labels == NULL) abort();
+  memset(labels, ' ', (size_t)w + 1);
+  labels[w + 1] = '\0';
+  memcpy(labels, left, strlen(left));
+  int mpos = 1 + w / 2 - (int)strlen(mid) / 2, rpos = w + 1 - (int)strlen(right);
+  if (rpos > (int)strlen(left) + 1) memcpy(labels + rpos, right, strlen(right));
+  if (mpos > (int)strlen(left) + 1 && mpos + (int)strlen(mid) + 1 < rpos)
+    memcpy(labels + mpos, mid, strlen(mid));
+  for (int k = w; k > 0 && labels[k] == ' '; k--) labels[k] = '\0';
+  printf("%*s%s\n", MARGIN - 1, "", labels);
+  free(labels);
+  free(line);
+  free(rows);
+  free(col);
+}
+
+static void print_text(const tl_chart_t *c, int w, int h)
+{
+  char a[32], b[32], e[32], t[32], period[32];
+  printf("%s: estimated bytes in use over time, from the profile's timeline (%zu points", c->path, c->n);
+  if (c->p->period > 0)
+    printf("; one sample per %s allocated on average", tool_bytes(c->p->period, period, sizeof period));
+  printf(")\n\n");
+  print_chart(c, w, h);
+  printf("\n");
+  const tl_point_t *pk = &c->pts[c->peak];
+  printf("peak (#): %s in use at %s", tool_bytes(pk->inuse, a, sizeof a),
+         tool_duration(pk->t_ns - c->t0, t, sizeof t));
+  if (c->totals.has_inuse) printf("; %s in use when written", tool_bytes(c->totals.inuse_bytes, e, sizeof e));
+  if (c->totals.has_alloc) printf("; %s allocated", tool_bytes(c->totals.alloc_bytes, b, sizeof b));
+  printf("\n(time since the timeline's first point, %s before the profile was written)\n",
+         c->p->time_nanos > c->t0 ? tool_duration(c->p->time_nanos - c->t0, t, sizeof t) : "0 ns");
+  if (c->has_peak_view && c->peak_view.total > 0) {
+    printf("\nallocation sites at the peak (peak_space; `top -s peak_space` lists them all):\n");
+    heap_print_top_sites(stdout, &c->peak_view, c->n_sites, "");
+  } else if (c->n_sites > 0) {
+    printf("\n(the profile has no peak_space sample type: no sites at the peak)\n");
+  }
+}
+
+/* The terminal's width when standard output is one, else 0. */
+static int terminal_columns(void)
+{
+  struct winsize ws;
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) return ws.ws_col;
+  return 0;
+}
+
+int cmd_timeline(int argc, char **argv)
+{
+  enum { OPT_WIDTH = 0x200, OPT_HEIGHT, OPT_TITLE };
+  static const struct option opts[] = {
+    {"output", required_argument, NULL, 'o'}, {"width", required_argument, NULL, OPT_WIDTH},
+    {"height", required_argument, NULL, OPT_HEIGHT}, {"title", required_argument, NULL, OPT_TITLE},
+    {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  const char *out = NULL, *title = NULL;
+  long width = 0, height = DEFAULT_HEIGHT, sites = 5;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, ":o:n:h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'h': return tool_help(usage);
+    case 'o': out = optarg; break;
+    case 'n':
+      if (!tool_parse_count(optarg, 0, 1000, &sites))
+        return tool_usage_error("-n '%s': expected 0 to 1000 sites", optarg);
+      break;
+    case OPT_WIDTH:
+      if (!tool_parse_count(optarg, 10, 1000, &width))
+        return tool_usage_error("--width '%s': expected 10 to 1000 columns", optarg);
+      break;
+    case OPT_HEIGHT:
+      if (!tool_parse_count(optarg, 4, 200, &height))
+        return tool_usage_error("--height '%s': expected 4 to 200 rows", optarg);
+      break;
+    case OPT_TITLE: title = optarg; break;
+    default: return tool_getopt_error(c, argv);
+    }
+  }
+  if (optind == argc) return tool_usage_error("no profile given");
+  if (optind + 1 < argc)
+    return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if (width == 0) {
+    int cols = terminal_columns();
+    width = DEFAULT_WIDTH;
+    if (cols > 0 && cols - MARGIN - 4 < width) width = cols - MARGIN - 4 < 10 ? 10 : cols - MARGIN - 4;
+  }
+  tl_chart_t chart;
+  int rc = tl_chart_load(&chart, argv[optind], (size_t)sites);
+  if (rc != 0) return rc;
+  if (out != NULL) rc = tl_write_svg(&chart, out, title != NULL ? title : argv[optind]);
+  else print_text(&chart, (int)width, (int)height);
+  tl_chart_free(&chart);
+  if (out == NULL && ferror(stdout)) rc = tool_error("cannot write the output");
+  return rc;
+}
