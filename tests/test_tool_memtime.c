@@ -193,6 +193,13 @@ START_TEST(tool_memtime_peak_in_reports)
   r = run_ok((const char *const[]){"folded", "-s", "peak_space", out, NULL});
   ck_assert_str_eq(r.out, "main;build 209715200\nmain;cache 8388608\n");
   probe_run_free(&r);
+  /* Two processes have no one peak or timeline: the merged profile's peak is the sum of theirs. */
+  r = run_ok((const char *const[]){"top", out, NULL});
+  expect(r.out, "\nheap: 20.0 MiB in use when written, peak 208 MiB, 234 MiB allocated\n");
+  probe_run_free(&r);
+  r = tool_run((const char *const[]){"timeline", out, NULL}, NULL);
+  ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1 && strstr(r.err, "has no timeline"), "%s", r.err);
+  probe_run_free(&r);
   r = run_ok((const char *const[]){"diff", "-s", "peak_space", p, out, NULL});
   expect(r.out, "peak_space: 104 MiB (BASE) -> 208 MiB (NEW), change +104 MiB\n");
   probe_run_free(&r);
@@ -435,7 +442,7 @@ START_TEST(tool_memtime_timeline_missing)
   ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1, "status %d:\n%s", r.status, r.err);
   snprintf(want, sizeof want, "mimalloc-prof timeline: %s: 2 timeline comment(s) do not parse and are "
            "left out\nmimalloc-prof timeline: %s has no timeline (the library writes one into every heap "
-           "profile it dumps; this one comes from an older library or another program)\n", p, p);
+           "profile; merge of several profiles and diff leave it out)\n", p, p);
   ck_assert_str_eq(r.err, want);
   probe_run_free(&r);
 }

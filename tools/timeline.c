@@ -73,8 +73,8 @@ int tl_chart_load(tl_chart_t *c, const char *path, size_t sites)
   heap_totals(c->p, &c->totals);
   if (c->n == 0) {
     tl_chart_free(c);
-    return tool_error("%s has no timeline (the library writes one into every heap profile it dumps; this one "
-                      "comes from an older library or another program)", path);
+    return tool_error("%s has no timeline (the library writes one into every heap profile; merge of several "
+                      "profiles and diff leave it out)", path);
   }
   if (c->totals.has_peak && c->totals.peak_ns > 0) {     /* the recorded peak, as a point of its own */
     c->pts = realloc(c->pts, (c->n + 1) * sizeof *c->pts);

@@ -314,6 +314,10 @@ typedef struct tl_point_s {
  * timeline comments that were left out because they do not parse. */
 tl_point_t *timeline_read(const profile_t *p, size_t *n_points, size_t *malformed);
 
+/* For the header of a profile built from several (merge) or from a difference (diff): p's header in *h
+ * without the peak and the timeline, which describe one process's heap (*kept: malloc'd, for the caller
+ * to free once the builder has copied the header). */
+const profile_t *heap_header_alone(const profile_t *p, profile_t *h, int64_t **kept);
 /* The view's sites with a positive flat value, largest first (malloc'd). */
 view_site_t *heap_top_sites(const view_t *v, size_t *n);
 /* Up to `rows` of them, "  VALUE  SHARE%  NAME" after `indent`, and how many more there are. */
