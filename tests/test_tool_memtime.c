@@ -452,19 +452,14 @@ END_TEST
  * 500 of 1000 ms, its label and the sites are there; a screenshot is kept for people to look at. */
 START_TEST(tool_memtime_timeline_svg)
 {
-  char dir[PATH_MAX], p[PATH_MAX + 32], svg[PATH_MAX + 32], url[PATH_MAX + 48], chrome[PATH_MAX + 32],
-       png[PATH_MAX];
+  char dir[PATH_MAX], p[PATH_MAX + 32], svg[PATH_MAX + 32], png[PATH_MAX];
   transient_profile(dir, sizeof dir, p, sizeof p, true);
   snprintf(svg, sizeof svg, "%s/timeline.svg", dir);
   probe_run_t r = run_ok((const char *const[]){"timeline", "--title", "transient <peak> & fall", "-o", svg, p,
                                                NULL});
   probe_run_free(&r);
-  snprintf(chrome, sizeof chrome, "%s/chromium", dir);
-  snprintf(url, sizeof url, "file://%s", svg);
   chromium_t c;
-  chromium_start(&c, chrome, 960, 620);
-  chromium_load(&c, url);
-  ck_assert_msg(c.errors[0] == '\0', "errors while loading:\n%s", c.errors);
+  chromium_open_file(&c, dir, svg, 960, 620);
   json_t *v = chromium_eval(&c, "(function(){const a=document.querySelector('path.inuse').getBBox();"
                                 "const k=document.querySelector('g.peak circle');"
                                 "return [a.x,a.width,+k.getAttribute('cx'),"

@@ -142,30 +142,14 @@ void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint
 void tool_synthetic_labelled(const char *path, const tool_sample_t *samples, size_t n, bool lifetimes,
                              const char *const *comments)
 {
-  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space",
-                     "peak_objects", "peak_space", "freed_objects", "freed_space", "space"};
-  static const int64_t types[8][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}, {7, 2}, {8, 4}, {9, 2}, {10, 4}};
-  value_type_t vt[8], *vtp[8], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-  for (int i = 0; i < 8; i++) {
-    perftools__profiles__value_type__init(&vt[i]);
-    vt[i].type = types[i][0];
-    vt[i].unit = types[i][1];
-    vtp[i] = &vt[i];
-  }
-  period_type.type = 11;
-  period_type.unit = 4;
-  profile_t h = PERFTOOLS__PROFILES__PROFILE__INIT;
-  h.string_table = strings;
-  h.n_string_table = sizeof strings / sizeof strings[0];
-  h.sample_type = vtp;
-  h.n_sample_type = lifetimes ? 8 : 6;
-  h.period_type = &period_type;
-  h.period = 524288;
-  h.default_sample_type = 6;
+  pbuild_t *types = pbuild_new_heap_types(524288, lifetimes ? 8 : 6);
+  ck_assert_ptr_nonnull(types);
+  profile_t h = *pbuild_profile(types);
   h.time_nanos = TOOL_SYNTHETIC_T0 + 1000000000;          /* written 1 s after the session started */
   h.duration_nanos = 1000000000;
   pbuild_t *b = pbuild_new(&h);
   ck_assert_ptr_nonnull(b);
+  pbuild_free(types);
   for (const char *const *c = comments; c != NULL && *c != NULL; c++) pb_comment(b, *c);
   uint64_t mid = synthetic_mapping(b, 0x555500000000ull, NULL);
   for (size_t s = 0; s < n; s++) {

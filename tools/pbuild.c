@@ -421,10 +421,17 @@ pbuild_t *pbuild_new(const profile_t *h)
 
 pbuild_t *pbuild_new_heap(int64_t period)
 {
-  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space", "space"};
-  static const int64_t types[4][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}};
-  value_type_t vt[4], *vtp[4], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-  for (int i = 0; i < 4; i++) {
+  return pbuild_new_heap_types(period, 4);
+}
+
+pbuild_t *pbuild_new_heap_types(int64_t period, size_t n_types)
+{
+  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space",
+                     "space", "peak_objects", "peak_space", "freed_objects", "freed_space"};
+  static const int64_t types[8][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}, {8, 2}, {9, 4}, {10, 2}, {11, 4}};
+  value_type_t vt[8], *vtp[8], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+  if (n_types > 8) n_types = 8;
+  for (size_t i = 0; i < n_types; i++) {
     perftools__profiles__value_type__init(&vt[i]);
     vt[i].type = types[i][0];
     vt[i].unit = types[i][1];
@@ -436,7 +443,7 @@ pbuild_t *pbuild_new_heap(int64_t period)
   h.string_table = strings;
   h.n_string_table = sizeof strings / sizeof strings[0];
   h.sample_type = vtp;
-  h.n_sample_type = 4;
+  h.n_sample_type = n_types;
   h.period_type = &period_type;
   h.period = period;
   h.default_sample_type = 6;

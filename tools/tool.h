@@ -134,6 +134,9 @@ pbuild_t *pbuild_new(const profile_t *header);
 /* A heap profile as the library writes it: alloc_objects/count, alloc_space/bytes, inuse_objects/count,
  * inuse_space/bytes (the default), period `period` space/bytes; NULL when out of memory. */
 pbuild_t *pbuild_new_heap(int64_t period);
+/* The same with the first n_types (4, 6 or 8) of the library's sample types: then peak_objects/count,
+ * peak_space/bytes, freed_objects/count, freed_space/bytes. */
+pbuild_t *pbuild_new_heap_types(int64_t period, size_t n_types);
 void      pbuild_free(pbuild_t *b);
 bool      pbuild_failed(const pbuild_t *b);   /* an allocation failed somewhere */
 
