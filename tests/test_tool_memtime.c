@@ -128,21 +128,21 @@ static void assert_row(const char *out, const char *words, const char *want)
 }
 
 /* The header states the heap's in-use, peak and allocated totals whatever the type shown, and the way to
- * the peak when in use is under a tenth of it; -s peak_space names build, the default keep. */
+ * the peak when in use is a tenth of it or less; -s peak_space names build, the default keep. */
 START_TEST(tool_memtime_top_peak)
 {
   char dir[PATH_MAX], p[PATH_MAX + 32];
   transient_profile(dir, sizeof dir, p, sizeof p, true);
   probe_run_t r = run_ok((const char *const[]){"top", p, NULL});
   expect(r.out, "\nheap: 10.0 MiB in use when written, peak 104 MiB (500 ms after sampling started), "
-                              "117 MiB allocated\n");
-  expect(r.out, "(in use when written is under a tenth of the peak: -s peak_space shows the sites at "
-                              "the peak)\n");
+                "117 MiB allocated\n");
+  expect(r.out, "(in use when written is a tenth of the peak or less: -s peak_space shows the sites at "
+                "the peak)\n");
   assert_row(r.out, "keep", "10.0 MiB 100.0% 100.0% 10.0 MiB 100.0% keep");
   probe_run_free(&r);
   r = run_ok((const char *const[]){"top", "-s", "peak_space", p, NULL});
   expect(r.out, ": peak_space, 104 MiB in 2 stacks");
-  ck_assert_msg(strstr(r.out, "under a tenth") == NULL, "%s", r.out);
+  ck_assert_msg(strstr(r.out, "a tenth of the peak") == NULL, "%s", r.out);
   assert_row(r.out, "build", "100 MiB 96.2% 96.2% 100 MiB 96.2% build");
   assert_row(r.out, "cache", "4.00 MiB 3.8% 100.0% 4.00 MiB 3.8% cache");
   probe_run_free(&r);
@@ -242,8 +242,8 @@ START_TEST(tool_memtime_temporary)
   char dir[PATH_MAX], p[PATH_MAX + 32];
   transient_profile(dir, sizeof dir, p, sizeof p, true);
   probe_run_t r = run_ok((const char *const[]){"top", "--temporary", p, NULL});
-  expect(r.out, ": temporary allocations: bytes freed less than 1 ms after their allocation");
-  expect(r.out, "(lifetimes are kept in power-of-two buckets: [524 us, 1.05 ms) holds 1 ms and counts "
+  expect(r.out, ": temporary allocations: bytes freed less than 1.00 ms after their allocation");
+  expect(r.out, "(lifetimes are kept in power-of-two buckets: [524 us, 1.05 ms) holds 1.00 ms and counts "
                 "whole)\n");
   expect(r.out, "\n102 MiB temporary of 117 MiB allocated (87.2%)\n");
   const char *first = strchr(strstr(r.out, "function\n"), '\n') + 1;
@@ -317,7 +317,7 @@ START_TEST(tool_memtime_by)
   expect(r.out, "(no sample has the label process");
   probe_run_free(&r);
   r = run_ok((const char *const[]){"top", "--by", "lifetime", "-s", "freed_space", p, NULL});
-  const char *us4 = strstr(r.out, "4.1 us"), *us524 = strstr(r.out, "524 us"), *s2 = strstr(r.out, "2.15 s");
+  const char *us4 = strstr(r.out, "4.10 us"), *us524 = strstr(r.out, "524 us"), *s2 = strstr(r.out, "2.15 s");
   ck_assert_msg(us4 && us524 && s2 && us4 < us524 && us524 < s2, "%s", r.out);
   probe_run_free(&r);
 }

@@ -74,11 +74,14 @@ bool tool_parse_duration(const char *text, int64_t *ns)
 
 const char *tool_duration(int64_t ns, char *buf, size_t len)
 {
+  static const char *const unit[] = {"ns", "us", "ms", "s"};
   double v = (double)ns;
-  if (ns < 1000) snprintf(buf, len, "%lld ns", (long long)ns);
-  else if (ns < 1000000) snprintf(buf, len, "%.3g us", v / 1e3);
-  else if (ns < 1000000000) snprintf(buf, len, "%.3g ms", v / 1e6);
-  else snprintf(buf, len, "%.3g s", v / 1e9);
+  size_t u = 0;
+  while (u < 3 && (v >= 999.5 || v <= -999.5)) v /= 1000, u++;
+  if (u == 0) snprintf(buf, len, "%lld ns", (long long)ns);
+  else if (v < 9.995 && v > -9.995) snprintf(buf, len, "%.2f %s", v, unit[u]);
+  else if (v < 99.95 && v > -99.95) snprintf(buf, len, "%.1f %s", v, unit[u]);
+  else snprintf(buf, len, "%.0f %s", v, unit[u]);
   return buf;
 }
 

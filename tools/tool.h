@@ -291,7 +291,7 @@ void           label_groups_free(label_group_t *g, size_t n);
  * nanoseconds); a fraction is allowed (1.5ms).  tool_parse_duration requires a time suffix. */
 bool tool_parse_amount(const char *text, int64_t *out);
 bool tool_parse_duration(const char *text, int64_t *ns);
-/* A duration for people: 850 ns, 12.5 us, 1.5 ms, 3.02 s. */
+/* A duration for people: 850 ns, 12.5 us, 1.50 ms, 3.02 s (three significant digits, as tool_bytes). */
 const char *tool_duration(int64_t ns, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ static double share(int64_t part, int64_t total)
 
 /* The header: what is shown, how much, how much of it is at named sites; then the heap's totals
  * whatever is shown (in use when written, the peak and when, allocated), and the way to the peak when
- * what is in use is small beside it. */
+ * what is in use is a tenth of it or less. */
 static void print_header(const view_t *v, const view_opts_t *o, const char *path)
 {
   char total[32], all[32], period[32], a[32], b[32], c[32], when[32];
@@ -76,8 +76,10 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   }
   if (t.has_alloc) printf(", %s allocated", tool_bytes(t.alloc_bytes, c, sizeof c));
   printf("\n");
-  if (t.has_peak && t.inuse_bytes < t.peak_bytes / 10 && strncmp(v->type, "peak_", 5) != 0)
-    printf("(in use when written is under a tenth of the peak: -s peak_space shows the sites at the peak)\n");
+  bool small = t.has_peak && t.peak_bytes > 0 && t.inuse_bytes <= t.peak_bytes / 10;
+  if (small && strncmp(v->type, "peak_", 5) != 0)
+    printf("(in use when written is a tenth of the peak or less: -s peak_space shows the sites at the "
+           "peak)\n");
 }
 
 /* Whether any mapping was symbolized by this command (or another tool). */
@@ -120,17 +122,17 @@ static void print_by(const view_t *v, const view_opts_t *o, const char *label)
   size_t n;
   bool numeric;
   label_group_t *g = label_groups(v, label, &n, &numeric);
-  int width = (int)strlen(label);
+  int width = (int)strlen(label), vw = (int)strlen(v->type) > 10 ? (int)strlen(v->type) : 10;
   for (size_t i = 0; i < n && (long)i < o->rows; i++) {
     int w = (int)strlen(g[i].text);
     if (w > width) width = w > 40 ? 40 : w;
   }
-  printf("%10s %6s  %-*s  %s\n", v->type, "share", width, label, "largest site");
+  printf("%*s %6s  %-*s  %s\n", vw, v->type, "share", width, label, "largest site");
   for (size_t i = 0; i < n && (long)i < o->rows; i++) {
     char value[32], top[32];
     const char *site = g[i].top_site == UINT32_MAX ? "?" : v->names[g[i].top_site];
     view_value(v, g[i].top_value, top, sizeof top);
-    printf("%10s %5.1f%%  %-*s  %s (%s)\n", view_value(v, g[i].value, value, sizeof value),
+    printf("%*s %5.1f%%  %-*s  %s (%s)\n", vw, view_value(v, g[i].value, value, sizeof value),
            share(g[i].value, v->total), width, g[i].text, site, top);
   }
   if (n > (size_t)o->rows) printf("(%zu more values; -n %zu shows all)\n", n - (size_t)o->rows, n);
