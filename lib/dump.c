@@ -61,7 +61,7 @@ static const char *failure_option(int err)
 static bool write_locked(int fd, const mprof_objects_t *objs, char kind)
 {
   mprof_snapshot_t snap;
-  if (!mprof_snapshot_take(&snap, mprof_option(MPROF_OPT_ACCUM) != 0)) return false;
+  if (!mprof_snapshot_take(&snap, mprof_option(MPROF_OPT_ACCUM) != 0, true)) return false;
   uint64_t now = clock_ns(CLOCK_REALTIME), mono = clock_ns(CLOCK_MONOTONIC);
   mi_prof_stats_t st;
   mi_prof_stats(&st, sizeof st);
@@ -291,6 +291,7 @@ bool mprof_dump_leak_write(int fd, const mprof_snapshot_t *snap, const mprof_obj
   size_t top[LEAK_SITES], n = 0;                  /* indices of the largest in-use stacks, descending */
   for (size_t i = 0; i < snap->n; i++) {
     uint64_t b = snap->stack[i].counts.inuse_bytes;
+    if (b == 0) continue;                         /* a stack of the peak only */
     size_t at = n < LEAK_SITES ? n++ : LEAK_SITES;
     while (at > 0 && snap->stack[top[at - 1]].counts.inuse_bytes < b) {
       if (at < LEAK_SITES) top[at] = top[at - 1];
@@ -350,7 +351,7 @@ static void final_locked(const mprof_objects_t *objs, bool profile, bool leak)
   if (profile) auto_locked('f', objs);
   if (!leak) return;
   mprof_snapshot_t snap;
-  if (objs == NULL || !mprof_snapshot_take(&snap, false)) {
+  if (objs == NULL || !mprof_snapshot_take(&snap, false, false)) {
     if (mprof_warn_once_claim(&leak_failure_said))
       mprof_warn("cannot write the leak report: %s", objs == NULL || errno == ENOMEM
                  ? "ENOMEM (MIMALLOC_PROF_MAX_BYTES)" : strerrorname_np(errno));
