@@ -267,8 +267,8 @@ mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
 /**
  * mi_prof_dump() - write a heap profile (gzipped pprof profile.proto) to a file.
  * @path: the file to create or truncate (mode 0644); NULL = the next automatic name,
- *        <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.m.pb.gz (relative to the current directory unless the
- *        prefix is absolute).
+ *        <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.m.pb.gz, <seq> zero-padded to six digits (relative to the
+ *        current directory unless the prefix is absolute).
  * The profile holds every stack sampled since start (with MIMALLOC_PROF_ACCUM=0 only those with
  * something in use) and four values per stack: alloc_objects, alloc_space (bytes), inuse_objects, inuse_space;
  * the period is the sample rate.  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a

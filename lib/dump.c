@@ -1,7 +1,8 @@
 /* dump.c - heap profile dumps: the API, automatic dumps and their file names, the final profile and the
  * leak report.
  *
- * Files are <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.<kind>.pb.gz with kind m (mi_prof_dump), f (final: at exit,
+ * Files are <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.<kind>.pb.gz, <seq> zero-padded to six digits (listed by
+ * name, they come in the order written), with kind m (mi_prof_dump), f (final: at exit,
  * or on a MIMALLOC_PROF_FINAL_SIGNALS signal), i (interval), u (new peak), s (MIMALLOC_PROF_SIGNAL), p
  * (periodic, MIMALLOC_PROF_PERIOD).  The triggers and the thread that writes i, u, s, p and the signals' f
  * profiles are profiler.c's; MIMALLOC_PROF_KEEP's retention of p, i and u files is retain.c's.
@@ -180,8 +181,8 @@ static bool auto_name(char kind, char *out, size_t len)
 {
   for (int tries = 0; tries < 10000; tries++) {
     uint64_t seq = __atomic_fetch_add(&dump_seq, 1, __ATOMIC_RELAXED);
-    int n = snprintf(out, len, "%s.%d.%llu.%c.pb.gz", mprof_option_str(MPROF_OPT_PREFIX), (int)getpid(),
-                     (unsigned long long)seq, kind);
+    int n = snprintf(out, len, "%s.%d." MPROF_SEQ_FORMAT ".%c.pb.gz", mprof_option_str(MPROF_OPT_PREFIX),
+                     (int)getpid(), (unsigned long long)seq, kind);
     if (n <= 0 || (size_t)n >= len) return false;
     if (access(out, F_OK) != 0) return true;
   }

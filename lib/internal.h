@@ -598,6 +598,10 @@ bool mprof_api_control_start(size_t sample_rate);
 bool mprof_api_control_stop(void);
 bool mprof_api_control_reset(void);
 
+/* The sequence number in the names of automatic profiles (dump.c, retain.c): zero-padded, so that they
+ * sort by name in the order written (up to a million per process). */
+#define MPROF_SEQ_FORMAT "%06llu"
+
 /* "retain.c": MIMALLOC_PROF_KEEP, the newest automatic profiles of a kind (dump_lock held) */
 void mprof_retain(char kind);
 

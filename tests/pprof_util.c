@@ -492,7 +492,8 @@ static int cmp_seq(const void *a, const void *b)
 }
 
 /* Every file in dir, sorted by sequence number.  Each must be named prof.<pid>.<seq>.<kind>.pb.gz with
- * this pid and a documented kind, and the sequence numbers must run 0, 1, ... n-1. */
+ * this pid and a documented kind, the sequence numbers must run 0, 1, ... n-1, and by name (as ls lists
+ * them) the files must come in that order too. */
 size_t dumps_list(const char *dir, pid_t pid, dump_file_t *out)
 {
   DIR *d = opendir(dir);
@@ -516,6 +517,8 @@ size_t dumps_list(const char *dir, pid_t pid, dump_file_t *out)
   closedir(d);
   qsort(out, n, sizeof *out, cmp_seq);
   for (size_t i = 0; i < n; i++) ck_assert_uint_eq(out[i].seq, i);
+  for (size_t i = 1; i < n; i++)
+    ck_assert_msg(strcmp(out[i - 1].path, out[i].path) < 0, "%s sorts after %s", out[i - 1].path, out[i].path);
   return n;
 }
 
