@@ -28,6 +28,14 @@
  * random, up with probability equal to the fraction: unbiased, and sums of integers still add and
  * subtract exactly, so in-use returns exactly to zero when every sampled block is freed.
  *
+ * Labels.  Each sample is counted under a label set of its stack: the thread's label and the requested size,
+ * bucketed (mprof_bytes_bucket).  A thread's label is its name (prctl(PR_GET_NAME)) when that differs
+ * from the process's name (read at start from /proc/self/comm: threads inherit it, and an unnamed thread
+ * is told by its id instead, "tid N"); the main thread's is its name.  Reading the name costs a system
+ * call (350 ns here, more than the rest of a sample with the fp unwinder), so each thread keeps its label
+ * in TLS and reads the name again once MPROF_THREAD_RECHECK_NS (100 ms) have passed since the last read:
+ * a rename shows in the samples taken from then on, and a thread pays at most 10 reads a second.
+ *
  * Samples that cannot be fully recorded keep their weight.  Without a stack (unwinder failure, no stack
  * room, a fork in progress, the stack table full or out of memory) the sample is recorded under the
  * one-frame stack MI_PROF_FRAME_DROPPED(reason); when the block cannot be tracked at all (the arena or
@@ -38,7 +46,10 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,21 +173,96 @@ static uint32_t thread_id(mprof_tls_t *t)
   return t->tid;
 }
 
-/* Captures and interns the stack of the allocation being sampled (before any profiler lock).  Returns
- * its id, with *why = MI_PROF_DROP_REASONS; or the id of the "dropped (reason)" stack with *why = the
- * reason when it has none; or 0 when the session ended meanwhile (nothing is to be counted). */
-static MPROF_NOINLINE uint64_t sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why)
+/* ---------------------------------------------------------------------------------------------------
+   Thread labels
+--------------------------------------------------------------------------------------------------- */
+
+#define MPROF_THREAD_RECHECK_NS 100000000u   /* 100 ms */
+
+/* The thread's label and when its name was read (0: not yet; a fork child keeps its parent thread's
+ * label, re-read within the recheck period). */
+static __thread struct {
+  char     label[MPROF_THREAD_LABEL];
+  uint64_t read_ns;
+} thread_label __attribute__((tls_model("initial-exec")));
+
+static char process_name[MPROF_THREAD_LABEL];   /* /proc/self/comm at the first start */
+static bool process_name_read;
+
+/* At a session's start (api_lock held): the process's name, once (later, samplers may be reading it). */
+void mprof_sampler_session_begin(void)
+{
+  if (process_name_read) return;
+  process_name_read = true;
+  int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, process_name, sizeof process_name - 1);
+  close(fd);
+  if (n > 0 && process_name[n - 1] == '\n') process_name[n - 1] = '\0';
+  if (n < 0) process_name[0] = '\0';
+}
+
+/* "tid N", NUL-padded (no stdio: a sample may be taken in a signal handler). */
+static void tid_label(char out[MPROF_THREAD_LABEL], uint32_t tid)
+{
+  char digits[10];
+  size_t n = 0;
+  do {
+    digits[n++] = (char)('0' + tid % 10);
+    tid /= 10;
+  } while (tid != 0);
+  memset(out, 0, MPROF_THREAD_LABEL);
+  memcpy(out, "tid ", 4);
+  for (size_t i = 0; i < n; i++) out[4 + i] = digits[n - 1 - i];
+}
+
+static void read_thread_label(mprof_tls_t *t, uint64_t now)
+{
+  char name[MPROF_THREAD_LABEL] = {0};
+  uint32_t tid = thread_id(t);
+  if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
+  name[MPROF_THREAD_LABEL - 1] = '\0';
+  bool named = name[0] != '\0' && (tid == (uint32_t)getpid() || strcmp(name, process_name) != 0);
+  if (named) {
+    memcpy(thread_label.label, name, sizeof name);       /* NUL-padded: name[] started as zeros */
+  } else {
+    tid_label(thread_label.label, tid);
+  }
+  thread_label.read_ns = now;
+}
+
+/* The labels of a sample of `size` bytes on this thread at `now`. */
+static void sample_labels(mprof_tls_t *t, size_t size, uint64_t now, mprof_labels_t *out)
+{
+  if (mprof_unlikely(thread_label.read_ns == 0 || now - thread_label.read_ns >= MPROF_THREAD_RECHECK_NS))
+    read_thread_label(t, now);
+  memcpy(out->thread, thread_label.label, sizeof out->thread);
+  out->bytes = mprof_bytes_bucket(size);
+}
+
+/* Captures the stack of the allocation of `size` bytes being sampled and interns it with the sample's
+ * labels (before any profiler lock); *now: the sample's time, read once the stack is captured (so a
+ * lifetime does not include the unwinding).  Returns its label set's id, with *why =
+ * MI_PROF_DROP_REASONS; or the id of the "dropped (reason)" set with *why = the reason when it has none;
+ * or 0 when the session ended meanwhile (nothing is to be counted). */
+static MPROF_NOINLINE uint64_t sample_stack(mprof_tls_t *t, size_t size, uint64_t *now,
+                                            mi_prof_drop_reason_t *why)
 {
   size_t max = (size_t)mprof_option(MPROF_OPT_BT_MAX);     /* 1..MPROF_BT_MAX_CAP */
   *why = MI_PROF_DROP_UNWIND;
   if (mprof_likely(mprof_unwind_room(max))) {                 /* before frames[]: a small stack may end */
     uintptr_t frames[max + MPROF_UNWIND_SLACK];               /* 640 bytes at the default */
     size_t depth = mprof_unwind(frames, max, why);
+    *now = mprof_mono_ns();
     if (mprof_likely(depth != 0)) {
-      uint64_t id = mprof_stack_intern(frames, depth, t->session, why);
+      mprof_labels_t labels;
+      sample_labels(t, size, *now, &labels);
+      uint64_t id = mprof_stack_intern(frames, depth, &labels, t->session, why);
       if (id != 0) *why = MI_PROF_DROP_REASONS;
       if (id != 0 || *why == MI_PROF_DROP_REASONS) return id;
     }
+  } else {
+    *now = mprof_mono_ns();
   }
   return mprof_stack_dropped(*why);
 }
@@ -189,10 +275,10 @@ static void weigh(mprof_tls_t *t, size_t size, mprof_record_t *r)
   r->inuse_bytes = round_random(t, (double)size / p);
 }
 
-/* Records the sampled block p of `size` bytes under `stack_id` (a real stack when why is
- * MI_PROF_DROP_REASONS, else the "dropped (why)" stack) and tells the observer.  Guard up. */
+/* Records the sampled block p of `size` bytes, sampled at `now`, under `stack_id` (a real label set when
+ * why is MI_PROF_DROP_REASONS, else the "dropped (why)" set) and tells the observer.  Guard up. */
 void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
-                         mi_prof_drop_reason_t why)
+                         mi_prof_drop_reason_t why, uint64_t now)
 {
   mprof_observer_t obs;
   mprof_observer_get(&obs);
@@ -203,6 +289,7 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, 
     .heap = heap,
     .tid = thread_id(t),
     .flags = obs.on_sample != NULL ? MPROF_RECORD_OBSERVED : 0,
+    .alloc_ns = now,
   };
   weigh(t, size, &r);
   mprof_insert_t rc = mprof_record_insert(&r, t->session);
@@ -216,12 +303,15 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, 
   }
   if (mprof_unlikely(why != MI_PROF_DROP_REASONS)) mprof_drop(why);
   if (rc != MPROF_INSERT_OK) return;
-  mprof_dump_note_alloc(r.inuse_bytes);
   if (obs.on_sample != NULL) obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, r.tid, obs.arg);
 }
 
-/* Captures the stack of a sample about to be recorded at an address decided later (realloc in place). */
-uint64_t mprof_sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why) { return sample_stack(t, why); }
+/* Captures the stack of a sample of `size` bytes about to be recorded at an address decided later (realloc
+ * in place); *now: when, for mprof_sample_record. */
+uint64_t mprof_sample_stack(mprof_tls_t *t, size_t size, uint64_t *now, mi_prof_drop_reason_t *why)
+{
+  return sample_stack(t, size, now, why);
+}
 
 mi_heap_t *mprof_sample_heap(const mprof_req_t *r) { return r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default(); }
 
@@ -233,10 +323,11 @@ void *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r)
 {
   int saved_errno = errno;
   mi_prof_drop_reason_t why, arena_why;
-  uint64_t stack_id = sample_stack(t, &why);
+  uint64_t now;
+  uint64_t stack_id = sample_stack(t, r->size, &now, &why);
   void *p = mprof_sheap_alloc(r->size, r->alignment, r->offset, r->zero, &arena_why);
   if (mprof_likely(p != NULL)) {
-    if (stack_id != 0) mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why);
+    if (stack_id != 0) mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why, now);
     else mprof_record_orphan((uintptr_t)p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
     errno = saved_errno;
     return p;

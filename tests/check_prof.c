@@ -93,6 +93,8 @@ int main(void)
   srunner_add_suite(sr, unwind_suite());
   srunner_add_suite(sr, pprof_suite());
   srunner_add_suite(sr, dump_suite());
+  srunner_add_suite(sr, peak_suite());
+  srunner_add_suite(sr, labels_suite());
   srunner_add_suite(sr, profiler_suite());
   srunner_add_suite(sr, control_suite());
   srunner_add_suite(sr, periodic_suite());

@@ -525,7 +525,7 @@ static int mode_forkplugin(int argc, char **argv)
   /* The first automatic dump (sequence 0, kind s) is written to <name>.tmp: make that a FIFO with a 4 KiB
    * buffer, opened here for reading, so the dump blocks in write(2) until the plugin reads. */
   char tmp[PATH_MAX], final[PATH_MAX], fd_text[32];
-  snprintf(final, sizeof final, "%s.%d.0.s.pb.gz", prefix, (int)getpid());
+  snprintf(final, sizeof final, "%s.%d.000000.s.pb.gz", prefix, (int)getpid());
   snprintf(tmp, sizeof tmp, "%s.tmp", final);
   if (mkfifo(tmp, 0600) != 0) die("mkfifo");
   int fd = open(tmp, O_RDONLY | O_NONBLOCK | O_CLOEXEC);

@@ -34,6 +34,8 @@ Suite *stacks_suite(void);     /* test_stacks.c: unwinders, stack table, mi_prof
 Suite *unwind_suite(void);     /* test_unwind.c: loader lock, stack budget, fp reads, fork (subprocesses) */
 Suite *pprof_suite(void);      /* test_pprof.c: the profile format, timestamps, dropped frames, go tool pprof */
 Suite *dump_suite(void);       /* test_dump.c: dumps, triggers, leak report, errors, full budget */
+Suite *peak_suite(void);       /* test_peak.c: the peak in profiles and stats, mi_prof_reset, the timeline */
+Suite *labels_suite(void);     /* test_labels.c: thread and bytes labels, label-set bound, lifetimes */
 Suite *profiler_suite(void);   /* test_profiler.c: the profiler thread, final signals, fork under dlopen */
 Suite *control_suite(void);    /* test_control.c: the control socket: requests, peers, fuzzing, descriptors */
 Suite *periodic_suite(void);   /* test_periodic.c: periodic profiles, retention of p, i and u files */
