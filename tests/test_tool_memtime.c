@@ -36,33 +36,38 @@ static const tool_sample_t transient[] = {
 #define N_TRANSIENT (sizeof transient / sizeof transient[0])
 
 /* The timeline: in use rises by 2 MiB every 10 ms to 100 MiB at 500 ms, falls to 0 by 600 ms, rises to
- * 10 MiB by 700 ms and stays there until 1 s; in two comments.  The peak comment says 104 MiB (build's
- * and cache's) at 500 ms. */
-static char **timeline_comments(void)
+ * 10 MiB by 700 ms and stays there until 1 s; the later half written first (the reader orders the
+ * points).  The peak comment says 104 MiB (build's and cache's) at 500 ms. */
+#define N_POINTS 101
+static const timeline_t *transient_timeline(void)
 {
-  static char *c[4];
-  static char buf[2][8192];
-  size_t o[2] = {0, 0};
-  int64_t alloc = 0, prev = 0;
-  for (int ms = 0; ms <= 1000; ms += 10) {
-    int64_t inuse = ms <= 500 ? (int64_t)ms / 10 * 2 * MiB : ms <= 600 ? (600 - ms) / 10 * 10 * MiB
-                    : ms <= 700 ? (int64_t)(ms - 600) / 10 * MiB : 10 * MiB;
-    if (inuse > prev) alloc += inuse - prev;
-    prev = inuse;
-    int part = ms <= 500 ? 0 : 1;
-    if (o[part] == 0)
-      o[part] = (size_t)snprintf(buf[part], sizeof buf[part], "mimalloc-prof timeline v1: %lld",
-                                 TOOL_SYNTHETIC_T0);
-    o[part] += (size_t)snprintf(buf[part] + o[part], sizeof buf[part] - o[part], " %lld,%lld,%lld", ms * MS,
-                                (long long)inuse, (long long)alloc);
+  static int64_t off[N_POINTS], inuse[N_POINTS], alloc[N_POINTS];
+  static timeline_t t;
+  int64_t total = 0, prev = 0;
+  for (int k = 0; k < N_POINTS; k++) {
+    int ms = 10 * k;
+    int64_t now = ms <= 500 ? (int64_t)ms / 10 * 2 * MiB : ms <= 600 ? (600 - ms) / 10 * 10 * MiB
+                  : ms <= 700 ? (int64_t)(ms - 600) / 10 * MiB : 10 * MiB;
+    if (now > prev) total += now - prev;
+    prev = now;
+    int i = k <= 50 ? k + 50 : k - 51;              /* points 51..100 first, then 0..50 */
+    off[i] = ms * MS;
+    inuse[i] = now;
+    alloc[i] = total;
   }
+  perftools__profiles__timeline__init(&t);
+  t.start_nanos = TOOL_SYNTHETIC_T0;
+  t.offset_nanos = off, t.inuse_bytes = inuse, t.alloc_bytes = alloc;
+  t.n_offset_nanos = t.n_inuse_bytes = t.n_alloc_bytes = N_POINTS;
+  return &t;
+}
+
+static const char *const *peak_comment(void)
+{
   static char peak[128];
+  static const char *c[2] = {peak, NULL};
   snprintf(peak, sizeof peak, "mimalloc-prof peak: %d bytes at %lld", 104 * MiB,
            TOOL_SYNTHETIC_T0 + 500 * MS);
-  c[0] = buf[1];                                /* the later half first: the reader orders the points */
-  c[1] = peak;
-  c[2] = buf[0];
-  c[3] = NULL;
   return c;
 }
 
@@ -70,7 +75,7 @@ static void transient_profile(char *dir, size_t len, char *path, size_t plen, bo
 {
   tool_tmpdir(dir, len);
   snprintf(path, plen, "%s/transient.pb.gz", dir);
-  tool_synthetic_labelled(path, transient, N_TRANSIENT, lifetimes, (const char *const *)timeline_comments());
+  tool_synthetic_labelled(path, transient, N_TRANSIENT, lifetimes, peak_comment(), transient_timeline());
 }
 
 /* The sample's label `key`, or NULL. */
@@ -159,7 +164,7 @@ START_TEST(tool_memtime_top_peak_sum)
   char dir[PATH_MAX], p[PATH_MAX + 32], q[PATH_MAX + 32];
   tool_tmpdir(dir, sizeof dir);
   snprintf(p, sizeof p, "%s/nocomment.pb.gz", dir);
-  tool_synthetic_labelled(p, transient, N_TRANSIENT, false, NULL);
+  tool_synthetic_labelled(p, transient, N_TRANSIENT, false, NULL, NULL);
   probe_run_t r = run_ok((const char *const[]){"top", p, NULL});
   expect(r.out, "\nheap: 10.0 MiB in use when written, peak 104 MiB, 117 MiB allocated\n");
   probe_run_free(&r);
@@ -198,7 +203,8 @@ START_TEST(tool_memtime_peak_in_reports)
   expect(r.out, "\nheap: 20.0 MiB in use when written, peak 208 MiB, 234 MiB allocated\n");
   probe_run_free(&r);
   r = tool_run((const char *const[]){"timeline", out, NULL}, NULL);
-  ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1 && strstr(r.err, "has no timeline"), "%s", r.err);
+  ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1, "status %d", r.status);
+  expect(r.err, "has no timeline");
   probe_run_free(&r);
   r = run_ok((const char *const[]){"diff", "-s", "peak_space", p, out, NULL});
   expect(r.out, "peak_space: 104 MiB (BASE) -> 208 MiB (NEW), change +104 MiB\n");
@@ -207,7 +213,7 @@ START_TEST(tool_memtime_peak_in_reports)
 END_TEST
 
 /* Merging and symbolizing keep each sample's labels: samples of one stack that differ in a label stay
- * apart (symbolize, merge and diff write through pbuild.c). */
+ * apart (symbolize, merge and diff write through pbuild.c); symbolizing keeps the timeline. */
 START_TEST(tool_memtime_labels_kept)
 {
   char dir[PATH_MAX], p[PATH_MAX + 32], out[PATH_MAX + 32];
@@ -231,6 +237,13 @@ START_TEST(tool_memtime_labels_kept)
   probe_run_free(&r);
   r = run_ok((const char *const[]){"top", "--by", "thread", "-s", "alloc_space", out, NULL});
   assert_row(r.out, "builder", "210 MiB 89.7% builder build (200 MiB)");
+  probe_run_free(&r);
+  /* A symbolized copy keeps the timeline (pbuild copies the field). */
+  snprintf(out, sizeof out, "%s/named.pb.gz", dir);
+  r = run_ok((const char *const[]){"symbolize", "-q", "-o", out, p, NULL});
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"timeline", "-n", "0", out, NULL});
+  expect(r.out, "(101 points;");
   probe_run_free(&r);
 }
 END_TEST
@@ -430,19 +443,31 @@ START_TEST(tool_memtime_timeline_text)
 }
 END_TEST
 
-/* A profile without a timeline: one line and exit status 1; malformed comments are left out, said once. */
+/* A profile without a timeline: one line and exit status 1; entries that do not line up or fit are left
+ * out, said once. */
 START_TEST(tool_memtime_timeline_missing)
 {
   char dir[PATH_MAX], p[PATH_MAX + 32], want[PATH_MAX + 256];
   tool_tmpdir(dir, sizeof dir);
   snprintf(p, sizeof p, "%s/none.pb.gz", dir);
-  static const char *const bad[] = {"mimalloc-prof timeline v1: 5 1,2", "mimalloc-prof timeline v1: x", NULL};
-  tool_synthetic_labelled(p, transient, N_TRANSIENT, false, bad);
-  probe_run_t r = tool_run((const char *const[]){"timeline", p, NULL}, NULL);
+  int64_t off[3] = {-5, 0, 10}, inuse[2] = {1, 2}, alloc[3] = {1, 2, 3};
+  timeline_t t = PERFTOOLS__PROFILES__TIMELINE__INIT;     /* a negative time; a third point without in-use */
+  t.start_nanos = 0;
+  t.offset_nanos = off, t.n_offset_nanos = 3;
+  t.inuse_bytes = inuse, t.n_inuse_bytes = 2;
+  t.alloc_bytes = alloc, t.n_alloc_bytes = 3;
+  tool_synthetic_labelled(p, transient, N_TRANSIENT, false, NULL, &t);
+  probe_run_t r = tool_run((const char *const[]){"timeline", "-n", "0", p, NULL}, NULL);
+  probe_assert_exit0(&r, "timeline");
+  snprintf(want, sizeof want, "mimalloc-prof timeline: %s: 2 timeline points do not line up or fit and are "
+           "left out\n", p);
+  ck_assert_str_eq(r.err, want);
+  probe_run_free(&r);
+  tool_synthetic_labelled(p, transient, N_TRANSIENT, false, NULL, NULL);
+  r = tool_run((const char *const[]){"timeline", p, NULL}, NULL);
   ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1, "status %d:\n%s", r.status, r.err);
-  snprintf(want, sizeof want, "mimalloc-prof timeline: %s: 2 timeline comment(s) do not parse and are "
-           "left out\nmimalloc-prof timeline: %s has no timeline (the library writes one into every heap "
-           "profile; merge of several profiles and diff leave it out)\n", p, p);
+  snprintf(want, sizeof want, "mimalloc-prof timeline: %s has no timeline (the library writes one into every "
+           "heap profile; merge of several profiles and diff leave it out)\n", p);
   ck_assert_str_eq(r.err, want);
   probe_run_free(&r);
 }

@@ -140,13 +140,14 @@ void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint
 }
 
 void tool_synthetic_labelled(const char *path, const tool_sample_t *samples, size_t n, bool lifetimes,
-                             const char *const *comments)
+                             const char *const *comments, const timeline_t *timeline)
 {
   pbuild_t *types = pbuild_new_heap_types(524288, lifetimes ? 8 : 6);
   ck_assert_ptr_nonnull(types);
   profile_t h = *pbuild_profile(types);
   h.time_nanos = TOOL_SYNTHETIC_T0 + 1000000000;          /* written 1 s after the session started */
   h.duration_nanos = 1000000000;
+  h.mimalloc_prof_timeline = (timeline_t *)(uintptr_t)timeline;
   pbuild_t *b = pbuild_new(&h);
   ck_assert_ptr_nonnull(b);
   pbuild_free(types);

@@ -397,6 +397,26 @@ static value_type_t *value_type_copy(pbuild_t *b, const profile_t *p, const valu
   return c;
 }
 
+/* A copy of the library's timeline (the Timeline and its three arrays in one block), or NULL. */
+static timeline_t *timeline_copy(pbuild_t *b, const timeline_t *t)
+{
+  size_t n[3] = {t->n_offset_nanos, t->n_inuse_bytes, t->n_alloc_bytes};
+  timeline_t *c = malloc(sizeof *c + (n[0] + n[1] + n[2]) * sizeof(int64_t));
+  if (c == NULL) return b->failed = true, NULL;
+  perftools__profiles__timeline__init(c);
+  c->start_nanos = t->start_nanos;
+  c->offset_nanos = (int64_t *)(c + 1);
+  c->inuse_bytes = c->offset_nanos + n[0];
+  c->alloc_bytes = c->inuse_bytes + n[1];
+  c->n_offset_nanos = n[0];
+  c->n_inuse_bytes = n[1];
+  c->n_alloc_bytes = n[2];
+  if (n[0] != 0) memcpy(c->offset_nanos, t->offset_nanos, n[0] * sizeof(int64_t));
+  if (n[1] != 0) memcpy(c->inuse_bytes, t->inuse_bytes, n[1] * sizeof(int64_t));
+  if (n[2] != 0) memcpy(c->alloc_bytes, t->alloc_bytes, n[2] * sizeof(int64_t));
+  return c;
+}
+
 pbuild_t *pbuild_new(const profile_t *h)
 {
   pbuild_t *b = calloc(1, sizeof *b);
@@ -416,6 +436,8 @@ pbuild_t *pbuild_new(const profile_t *h)
   b->p.keep_frames = pb_string(b, pstr(h, h->keep_frames));
   b->p.default_sample_type = pb_string(b, pstr(h, h->default_sample_type));
   for (size_t i = 0; i < h->n_comment; i++) pb_comment(b, pstr(h, h->comment[i]));
+  if (h->mimalloc_prof_timeline != NULL)
+    b->p.mimalloc_prof_timeline = timeline_copy(b, h->mimalloc_prof_timeline);
   return b;
 }
 
@@ -596,6 +618,7 @@ void pbuild_free(pbuild_t *b)
   free(b->p.sample_type);
   free(b->p.period_type);
   free(b->p.comment);
+  free(b->p.mimalloc_prof_timeline);
   free(b->strings);
   free(b->functions);
   free(b->mappings);

@@ -3,14 +3,14 @@
  * the peak; `top`'s header, `timeline` and `run`'s summary read them here.
  *
  * The library writes (doc/design.md, "Heap profiles"):
- *   mimalloc-prof peak: BYTES bytes at TIME_NS
- *       the estimated bytes in use at the recorded peak, and when (CLOCK_REALTIME ns, as time_nanos);
- *   mimalloc-prof timeline v1: T0 DT,INUSE,ALLOC DT,INUSE,ALLOC ...
- *       points of (time, estimated bytes in use, estimated bytes allocated), DT in ns after T0
- *       (CLOCK_REALTIME ns), in time order, possibly over several comments.
+ *   the comment "mimalloc-prof peak: BYTES bytes at TIME_NS": the estimated bytes in use at the recorded
+ *       peak, and when (CLOCK_REALTIME ns, as time_nanos);
+ *   the Profile field mimalloc_prof_timeline (ours, number 10000): points of (time, estimated bytes in
+ *       use, estimated bytes allocated), start_nanos (CLOCK_REALTIME) plus offset_nanos[i], in time order.
  * A profile without them (from an older library, or another program) has no peak time and no timeline;
- * the peak is then the sum of its peak_space values, when it has that sample type.  Comments come from
- * the file and are read as untrusted text: a malformed one is ignored, whole.
+ * the peak is then the sum of its peak_space values, when it has that sample type.  Both come from the
+ * file and are read as untrusted: a malformed peak comment is ignored, and so are timeline points whose
+ * arrays do not line up or whose time does not fit.
  */
 #include "tool.h"
 
@@ -19,7 +19,6 @@
 #include <string.h>
 
 static const char peak_prefix[] = "mimalloc-prof peak: ";
-static const char timeline_prefix[] = "mimalloc-prof timeline v1: ";
 
 /* A decimal integer at *s (a sign allowed), ending at a character of `stops` (or the end); advances *s. */
 static bool read_int(const char **s, const char *stops, int64_t *out)
@@ -78,44 +77,36 @@ static int by_time(const void *a, const void *b)
   return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
 }
 
-/* Appends the points of one comment (after the prefix); false when it is malformed (nothing added). */
-static bool timeline_comment(const char *c, tl_point_t **pts, size_t *n, size_t *cap)
-{
-  int64_t t0;
-  size_t first = *n;
-  if (!read_int(&c, " ", &t0) || t0 < 0) return false;
-  while (*c == ' ') {
-    while (*c == ' ') c++;
-    if (*c == '\0') break;
-    int64_t dt, inuse, alloc;
-    if (!read_int(&c, ",", &dt) || *c++ != ',' || !read_int(&c, ",", &inuse) || *c++ != ',' ||
-        !read_int(&c, " ", &alloc) || dt < 0 || dt > INT64_MAX - t0) {
-      *n = first;
-      return false;
-    }
-    if (*n == *cap) {
-      *cap = *cap ? *cap * 2 : 256;
-      *pts = realloc(*pts, *cap * sizeof **pts);
-      if (*pts == NULL) abort();
-    }
-    (*pts)[(*n)++] = (tl_point_t){t0 + dt, inuse, alloc};
-  }
-  if (*c != '\0') *n = first;
-  return *c == '\0';
-}
-
 tl_point_t *timeline_read(const profile_t *p, size_t *n_points, size_t *malformed)
 {
-  tl_point_t *pts = NULL;
-  size_t n = 0, cap = 0;
+  const timeline_t *tl = p->mimalloc_prof_timeline;
+  *n_points = 0;
   *malformed = 0;
-  for (size_t i = 0; i < p->n_comment; i++) {
-    const char *c = pstr(p, p->comment[i]);
-    if (strncmp(c, timeline_prefix, sizeof timeline_prefix - 1) != 0) continue;
-    if (!timeline_comment(c + sizeof timeline_prefix - 1, &pts, &n, &cap)) (*malformed)++;
+  if (tl == NULL) return NULL;
+  size_t n = tl->n_offset_nanos;                    /* three parallel arrays: as long as the shortest */
+  if (tl->n_inuse_bytes < n) n = tl->n_inuse_bytes;
+  if (tl->n_alloc_bytes < n) n = tl->n_alloc_bytes;
+  size_t longest = tl->n_offset_nanos;
+  if (tl->n_inuse_bytes > longest) longest = tl->n_inuse_bytes;
+  if (tl->n_alloc_bytes > longest) longest = tl->n_alloc_bytes;
+  *malformed = longest - n;
+  tl_point_t *pts = malloc((n + 1) * sizeof *pts);
+  if (pts == NULL) abort();
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    int64_t dt = tl->offset_nanos[i];
+    if (dt < 0 || tl->start_nanos < 0 || dt > INT64_MAX - tl->start_nanos) {
+      (*malformed)++;
+      continue;
+    }
+    pts[k++] = (tl_point_t){tl->start_nanos + dt, tl->inuse_bytes[i], tl->alloc_bytes[i]};
   }
-  if (n > 1) qsort(pts, n, sizeof *pts, by_time);   /* written in order; a file from elsewhere may not be */
-  *n_points = n;
+  if (k > 1) qsort(pts, k, sizeof *pts, by_time);   /* written in order; a file from elsewhere may not be */
+  *n_points = k;
+  if (k == 0) {
+    free(pts);
+    return NULL;
+  }
   return pts;
 }
 
@@ -128,10 +119,9 @@ const profile_t *heap_header_alone(const profile_t *p, profile_t *h, int64_t **k
   h->n_comment = 0;
   for (size_t i = 0; i < p->n_comment; i++) {
     const char *c = pstr(p, p->comment[i]);
-    if (strncmp(c, peak_prefix, sizeof peak_prefix - 1) != 0 &&
-        strncmp(c, timeline_prefix, sizeof timeline_prefix - 1) != 0)
-      h->comment[h->n_comment++] = p->comment[i];
+    if (strncmp(c, peak_prefix, sizeof peak_prefix - 1) != 0) h->comment[h->n_comment++] = p->comment[i];
   }
+  h->mimalloc_prof_timeline = NULL;
   return h;
 }
 

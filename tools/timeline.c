@@ -2,14 +2,14 @@
  * (valgrind's ms_print is the model) or as an SVG picture (timeline_svg.c), with the peak marked and the
  * allocation sites at the peak named.
  *
- * The points come from the library's timeline comments (peak.c): estimated bytes in use at times the
- * library chose (each sample, each dump), thinned evenly when its buffer filled.  The recorded peak
- * (its own comment) is added as a point, so the chart reaches it even where thinning left it out.
+ * The points come from the library's timeline (peak.c): the estimated bytes in use and allocated at each
+ * change of the estimates and each dump, the higher of two neighbours kept when its buffer filled.  The
+ * recorded peak (its comment) is added as a point, so the chart reaches it wherever it fell.
  *
- * Text chart: each column covers an equal slice of time and shows the most in use at the points inside
- * the slice, or at the last point before it when none is inside (the heap is known only at the points).
- * A column is as many rows high as that amount is of the peak, rounded: '#' marks the peak's column,
- * ':' the others.
+ * Text chart: each column covers an equal slice of time.  Up to what was in use at its end (its last
+ * point) it is drawn with ':', above that up to the most in use at its points with '.', so a fall within
+ * a slice still shows (a slice without a point has the last point before it: the heap is known only at
+ * the points).  Heights are shares of the peak, rounded to rows; the peak's column is '#'.
  */
 #include "tool.h"
 
@@ -57,6 +57,21 @@ void tl_bytes_unit(int64_t max, const char **unit, double *per)
   *per = d;
 }
 
+/* A number for an axis, three significant digits at most: 0.5, 2.11, 42.2, 999. */
+static const char *axis_number(double v, char *buf, size_t len)
+{
+  if (v == 0) snprintf(buf, len, "0");
+  else if (v >= 99.95) snprintf(buf, len, "%.0f", v);
+  else if (v >= 9.995) snprintf(buf, len, "%.1f", v);
+  else snprintf(buf, len, "%.2f", v);
+  for (char *end = buf + strlen(buf) - 1; strchr(buf, '.') != NULL && (*end == '0' || *end == '.'); end--) {
+    bool dot = *end == '.';
+    *end = '\0';
+    if (dot) break;
+  }
+  return buf;
+}
+
 /* ---------------------------------------------------------------------------------------------------
    The chart's data
 --------------------------------------------------------------------------------------------------- */
@@ -69,8 +84,10 @@ int tl_chart_load(tl_chart_t *c, const char *path, size_t sites)
   if ((c->p = profile_read(path, err, sizeof err)) == NULL) return tool_error("%s", err);
   size_t malformed;
   c->pts = timeline_read(c->p, &c->n, &malformed);
-  if (malformed != 0) tool_note("%s: %zu timeline comment(s) do not parse and are left out", path, malformed);
+  if (malformed != 0)
+    tool_note("%s: %zu timeline points do not line up or fit and are left out", path, malformed);
   heap_totals(c->p, &c->totals);
+  c->n_timeline = c->n;
   if (c->n == 0) {
     tl_chart_free(c);
     return tool_error("%s has no timeline (the library writes one into every heap profile; merge of several "
@@ -99,6 +116,7 @@ int tl_chart_load(tl_chart_t *c, const char *path, size_t sites)
     view_opts_t o;
     view_opts_init(&o);
     o.sample_index = "peak_space";
+    o.fold_std = true;                              /* operator new, PyObject_Malloc, ...: their callers */
     if (view_build(&c->peak_view, c->p, &o) == 0) c->has_peak_view = true;
     view_opts_free(&o);
   }
@@ -117,10 +135,12 @@ void tl_chart_free(tl_chart_t *c)
    The text chart
 --------------------------------------------------------------------------------------------------- */
 
-/* The most in use during each of `w` equal slices of the time span; the peak's column in *peak_col. */
+/* For each of `w` equal slices of the time span: the most in use at its points (col[2k]) and at its end
+ * (col[2k + 1]: its last point), or both the last point's before it when none is inside; the peak's
+ * column in *peak_col. */
 static int64_t *columns(const tl_chart_t *c, int w, int *peak_col)
 {
-  int64_t *col = calloc((size_t)w, sizeof *col);
+  int64_t *col = calloc(2 * (size_t)w, sizeof *col);
   if (col == NULL) abort();
   size_t i = 0;
   int64_t carry = 0;                                /* the last point before the slice */
@@ -134,9 +154,17 @@ static int64_t *columns(const tl_chart_t *c, int w, int *peak_col)
       if (i == c->peak) *peak_col = k;
       carry = c->pts[i].inuse;
     }
-    col[k] = most;
+    col[2 * k] = most;
+    col[2 * k + 1] = carry;
   }
   return col;
+}
+
+/* The rows of `value` in a chart of h rows whose top is `top`, rounded. */
+static int rows_of(int64_t value, int64_t top, int h)
+{
+  double r = top > 0 ? (double)value / (double)top * h : 0;
+  return r <= 0 ? 0 : (int)(r + 0.5);
 }
 
 static void print_chart(const tl_chart_t *c, int w, int h)
@@ -148,21 +176,19 @@ static void print_chart(const tl_chart_t *c, int w, int h)
   double bper, tper;
   tl_bytes_unit(top, &bu, &bper);
   tl_time_unit(c->span, &tu, &tper);
-  int *rows = malloc((size_t)w * sizeof *rows);
+  int *rows = malloc(2 * (size_t)w * sizeof *rows);  /* the most, then at the end, per column */
   if (rows == NULL) abort();
-  for (int k = 0; k < w; k++) {
-    double r = top > 0 ? (double)col[k] / (double)top * h : 0;
-    rows[k] = r <= 0 ? 0 : (int)(r + 0.5);
-  }
-  rows[peak_col] = top > 0 ? h : 0;
+  for (int k = 0; k < 2 * w; k++) rows[k] = rows_of(col[k], top, h);
+  rows[2 * peak_col] = rows[2 * peak_col + 1] = top > 0 ? h : 0;
   printf("%*s%s\n", MARGIN - 1 - (int)strlen(bu), "", bu);
   char *line = malloc((size_t)w + 1);
   if (line == NULL) abort();
   for (int r = h; r >= 1; r--) {
     char label[32] = "";
-    if (r == h) snprintf(label, sizeof label, "%.4g", (double)top / bper);
-    else if (r == (h + 1) / 2 && h >= 6) snprintf(label, sizeof label, "%.4g", (double)top / bper * r / h);
-    for (int k = 0; k < w; k++) line[k] = rows[k] >= r ? (k == peak_col ? '#' : ':') : ' ';
+    if (r == h) axis_number((double)top / bper, label, sizeof label);
+    else if (r == (h + 1) / 2 && h >= 6) axis_number((double)top / bper * r / h, label, sizeof label);
+    for (int k = 0; k < w; k++)
+      line[k] = rows[2 * k + 1] >= r ? (k == peak_col ? '#' : ':') : rows[2 * k] >= r ? '.' : ' ';
     int end = w;
     while (end > 0 && line[end - 1] == ' ') end--;
     line[end] = '\0';
@@ -174,8 +200,8 @@ static void print_chart(const tl_chart_t *c, int w, int h)
   /* Time labels: 0 at the left, the span at the right, and the middle when there is room. */
   char left[32], mid[32], right[32];
   snprintf(left, sizeof left, "0");
-  snprintf(mid, sizeof mid, "%.4g", (double)c->span / tper / 2);
-  snprintf(right, sizeof right, "%.4g", (double)c->span / tper);
+  axis_number((double)c->span / tper / 2, mid, sizeof mid);
+  axis_number((double)c->span / tper, right, sizeof right);
   char *labels = malloc((size_t)w + 2);            /* position 0 under the '+', k + 1 under column k */
   if (labels == NULL) abort();
   memset(labels, ' ', (size_t)w + 1);
@@ -196,7 +222,8 @@ static void print_chart(const tl_chart_t *c, int w, int h)
 static void print_text(const tl_chart_t *c, int w, int h)
 {
   char a[32], b[32], e[32], t[32], period[32];
-  printf("%s: estimated bytes in use over time, from the profile's timeline (%zu points", c->path, c->n);
+  printf("%s: estimated bytes in use over time, from the profile's timeline (%zu points", c->path,
+         c->n_timeline);
   if (c->p->period > 0)
     printf("; one sample per %s allocated on average", tool_bytes(c->p->period, period, sizeof period));
   printf(")\n\n");
@@ -210,7 +237,8 @@ static void print_text(const tl_chart_t *c, int w, int h)
   printf("\n(time since the timeline's first point, %s before the profile was written)\n",
          c->p->time_nanos > c->t0 ? tool_duration(c->p->time_nanos - c->t0, t, sizeof t) : "0 ns");
   if (c->has_peak_view && c->peak_view.total > 0) {
-    printf("\nallocation sites at the peak (peak_space; `top -s peak_space` lists them all):\n");
+    printf("\nallocation sites at the peak (allocator wrappers folded; `top -s peak_space --fold-alloc` lists "
+           "them all):\n");
     heap_print_top_sites(stdout, &c->peak_view, c->n_sites, "");
   } else if (c->n_sites > 0) {
     printf("\n(the profile has no peak_space sample type: no sites at the peak)\n");

@@ -140,7 +140,8 @@ static void peak_mark(FILE *f, const tl_chart_t *c, const plot_t *pl)
 static void sites(FILE *f, const tl_chart_t *c, size_t n, int y)
 {
   fprintf(f, "<text x='%d' y='%d' font-size='14' font-weight='bold'>Allocation sites at the peak "
-             "(peak_space)</text>\n<g class='sites' font-family='monospace' font-size='12'>\n", LEFT, y);
+             "(peak_space, allocator wrappers folded)</text>\n"
+             "<g class='sites' font-family='monospace' font-size='12'>\n", LEFT, y);
   size_t total;
   view_site_t *s = heap_top_sites(&c->peak_view, &total);
   const view_t *v = &c->peak_view;

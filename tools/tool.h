@@ -27,6 +27,7 @@ typedef Perftools__Profiles__Profile   profile_t;
 typedef Perftools__Profiles__ValueType value_type_t;
 typedef Perftools__Profiles__Sample    sample_t;
 typedef Perftools__Profiles__Label     label_t;
+typedef Perftools__Profiles__Timeline  timeline_t;
 typedef Perftools__Profiles__Mapping   mapping_t;
 typedef Perftools__Profiles__Location  location_t;
 typedef Perftools__Profiles__Line      line_t;
@@ -128,8 +129,8 @@ typedef struct pb_line_s {
   int64_t  line;
 } pb_line_t;
 
-/* A builder whose header (sample types, period, times, comments, drop/keep frames) is copied from
- * `header`; NULL on no memory. */
+/* A builder whose header (sample types, period, times, comments, drop/keep frames, the library's
+ * timeline) is copied from `header`; NULL on no memory. */
 pbuild_t *pbuild_new(const profile_t *header);
 /* A heap profile as the library writes it: alloc_objects/count, alloc_space/bytes, inuse_objects/count,
  * inuse_space/bytes (the default), period `period` space/bytes; NULL when out of memory. */
@@ -314,12 +315,12 @@ typedef struct tl_point_s {
   int64_t inuse, alloc;          /* estimated bytes in use, allocated */
 } tl_point_t;
 /* The timeline's points in time order (malloc'd; NULL when there are none); *malformed counts the
- * timeline comments that were left out because they do not parse. */
+ * points left out (beyond the shortest of the three arrays, or at a time that does not fit). */
 tl_point_t *timeline_read(const profile_t *p, size_t *n_points, size_t *malformed);
 
 /* For the header of a profile built from several (merge) or from a difference (diff): p's header in *h
- * without the peak and the timeline, which describe one process's heap (*kept: malloc'd, for the caller
- * to free once the builder has copied the header). */
+ * without the peak comment and the timeline, which describe one process's heap (*kept: malloc'd, for
+ * the caller to free once the builder has copied the header). */
 const profile_t *heap_header_alone(const profile_t *p, profile_t *h, int64_t **kept);
 /* The view's sites with a positive flat value, largest first (malloc'd). */
 view_site_t *heap_top_sites(const view_t *v, size_t *n);
@@ -338,6 +339,7 @@ typedef struct tl_chart_s {
   profile_t     *p;
   tl_point_t    *pts;            /* the timeline, the recorded peak added as a point */
   size_t         n;              /* at least 1 */
+  size_t         n_timeline;     /* of them, from the timeline (the others: the recorded peak) */
   size_t         peak;           /* the point with the most in use */
   int64_t        t0, span;       /* the first point's time and the time to the last (ns) */
   heap_totals_t  totals;
