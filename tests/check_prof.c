@@ -104,6 +104,7 @@ int main(void)
   srunner_add_suite(sr, symbolize_suite());
   srunner_add_suite(sr, tool_flame_suite());
   srunner_add_suite(sr, tool_memtime_suite());
+  srunner_add_suite(sr, tool_memreal_suite());
   srunner_add_suite(sr, tool_service_suite());
 #else
   srunner_add_suite(sr, disabled_suite());

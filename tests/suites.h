@@ -45,6 +45,7 @@ Suite *tool_report_suite(void);/* test_tool_report.c: top, tree, diff, merge, fo
 Suite *symbolize_suite(void);  /* test_symbolize.c: names, lines, inlines: -g, stripped, debuginfod, python3 */
 Suite *tool_flame_suite(void); /* test_tool_flame.c: the flame graph in headless Chromium */
 Suite *tool_memtime_suite(void); /* test_tool_memtime.c: peak, lifetimes, labels, timeline (synthetic) */
+Suite *tool_memreal_suite(void); /* test_tool_memreal.c: the same on real programs (tests/memtime_probe) */
 Suite *tool_service_suite(void); /* test_tool_service.c: ctl, ps, top PID, serve with curl and go tool pprof */
 #else
 Suite *disabled_suite(void);   /* test_disabled.c: the --disable-pprof API */
