@@ -2,8 +2,8 @@
  * table of a label's values (`top --by`).
  *
  * The library labels each sample with `thread` (a string), `bytes` (the requested size, a number in
- * bytes) and, on freed_* samples, `lifetime` (a number in nanoseconds); `run` and `merge` may add
- * `process` and `pid`.  Any other key a profile carries works the same way.  `size` is another name
+ * bytes) and, on freed_* samples, `lifetime` (a number in nanoseconds); a profile that joins several
+ * processes may carry `process` and `pid`.  Any other key a profile carries works the same way.  `size` is another name
  * for `bytes`.
  *
  * --tag KEY=VALUE keeps the samples whose label KEY is VALUE: a string label equal to VALUE, or a
@@ -196,11 +196,9 @@ static int64_t size_class(int64_t bytes)
   return (int64_t)1 << (63 - __builtin_clzll((unsigned long long)bytes));
 }
 
-static void group_text(const profile_t *p, const by_entry_t *e, const char *unit, bool classes, char *buf,
-                       size_t len)
+static void group_text(const by_entry_t *e, const char *unit, bool classes, char *buf, size_t len)
 {
   char a[32], b[32];
-  (void)p;
   if (e->str == NULL) snprintf(buf, len, "(no label)");
   else if (e->str[0] != '\0') snprintf(buf, len, "%s", e->str);
   else if (classes && e->num > 0 && e->num < INT64_MAX / 2)
@@ -247,7 +245,7 @@ label_group_t *label_groups(const view_t *v, const char *name, size_t *n_groups,
   for (size_t i = 0; i < v->n_stacks;) {
     label_group_t *cur = &g[n++];
     char text[256];
-    group_text(p, &e[i], unit, classes, text, sizeof text);
+    group_text(&e[i], unit, classes, text, sizeof text);
     cur->text = strdup(text);
     if (cur->text == NULL) abort();
     cur->top_site = UINT32_MAX;

@@ -1,6 +1,6 @@
 /* peak.c - the heap over time as a profile records it: its totals (in use when written, allocated, the
- * peak and when it was reached), the timeline the library writes into its comments, and the sites at
- * the peak; `top`'s header, `timeline` and `run`'s summary read them here.
+ * peak and when it was reached), the library's timeline, and the sites at the peak; `top`'s header,
+ * `timeline` and `run`'s summary read them here.
  *
  * The library writes (doc/design.md, "Heap profiles"):
  *   the comment "mimalloc-prof peak: BYTES bytes at TIME_NS": the estimated bytes in use at the recorded
