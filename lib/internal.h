@@ -437,6 +437,7 @@ typedef struct mprof_stack_s {
   uint64_t         peak_bytes;
   uint64_t         peak_gen;
   void            *snap;           /* STACK: its place in the snapshot being taken (snapshot.c) */
+  struct mprof_stack_s *freed_hint; /* SET: the FREED entry of its last free (relaxed atomic; record.c) */
 } mprof_stack_t;
 
 /* Ids are the entries' addresses (entries never move during a session; 0 = none), resolved only by

@@ -161,9 +161,9 @@ void mprof_peak_reset(uint64_t now_ns)
   st->best_a = st->half_a_bytes;
   st->peak_obj_fx = st->half_obj_fx;
   st->peak_bytes = st->half_bytes;
-  st->alloc_bytes = 0;
+  if (st->interval_bytes != 0) st->next_interval -= st->alloc_bytes;   /* the interval goes on (see the */
+  st->alloc_bytes = 0;                                                /* option): what is left of it */
   st->peak_point = (mprof_point_t){.t_ns = now_ns, .inuse_bytes = st->inuse_bytes};
-  if (st->interval_bytes != 0) st->next_interval = st->interval_bytes;
   timeline_clear(now_ns);
 }
 

@@ -120,6 +120,22 @@ static void slot_delete(shard_t *s, size_t i)
   s->slots[i].addr = 0;
 }
 
+/* r's freed weight into its set's lifetime bucket (r freed at `now`): the set's last bucket when the same,
+ * else looked up (mprof_stack_freed, under a stack shard lock); frees of a site come in runs of one
+ * bucket, and the hint saves the lookup and the lock for them. */
+static void lifetime_add(const mprof_record_t *r, uint64_t now)
+{
+  mprof_stack_t *set = mprof_stack_get(r->stack_id);
+  unsigned b = mprof_lifetime_bucket(now > r->alloc_ns ? now - r->alloc_ns : 0);
+  mprof_stack_t *f = __atomic_load_n(&set->freed_hint, __ATOMIC_RELAXED);
+  if (f == NULL || f->lifetime != b) {
+    f = mprof_stack_get(mprof_stack_freed(r->stack_id, b));
+    __atomic_store_n(&set->freed_hint, f, __ATOMIC_RELAXED);
+  }
+  __atomic_fetch_add(&f->alloc_obj_fx, r->obj_fx, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&f->alloc_bytes, r->inuse_bytes, __ATOMIC_RELAXED);
+}
+
 /* r's weight leaves the totals and its set's in-use at `now` (0: not read); `freed`: its block was freed
  * (with lifetimes, its lifetime is counted), else released behind our back (a stale record). */
 static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r, uint64_t now, bool freed)
@@ -130,12 +146,7 @@ static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r, uint64_t
   t->inuse_obj_fx -= r->obj_fx;
   t->inuse_bytes -= r->inuse_bytes;
   mprof_peak_free(mprof_stack_get(r->stack_id), r, now);
-  if (freed && mprof_lifetimes) {
-    uint64_t lifetime = now > r->alloc_ns ? now - r->alloc_ns : 0;
-    mprof_stack_t *f = mprof_stack_get(mprof_stack_freed(r->stack_id, mprof_lifetime_bucket(lifetime)));
-    __atomic_fetch_add(&f->alloc_obj_fx, r->obj_fx, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&f->alloc_bytes, r->inuse_bytes, __ATOMIC_RELAXED);
-  }
+  if (freed && mprof_lifetimes) lifetime_add(r, now);
 }
 
 /* When a record's block is freed: with lifetimes, now, for a sample; else 0 (the timeline reads the clock
