@@ -241,7 +241,8 @@ static MPROF_NOINLINE void read_thread_label(mprof_tls_t *t)
 /* The labels of a sample of `size` bytes on this thread. */
 static inline void sample_labels(mprof_tls_t *t, size_t size, mprof_labels_t *out)
 {
-  if (mprof_unlikely(++thread_label.samples >= thread_label.next_read)) read_thread_label(t);
+  uint32_t n = ++thread_label.samples;
+  if (mprof_unlikely((int32_t)(n - thread_label.next_read) >= 0)) read_thread_label(t);   /* wraps around */
   memcpy(out->thread, thread_label.label, sizeof out->thread);
   out->bytes = mprof_bytes_bucket(size);
 }
