@@ -105,8 +105,9 @@ mi_prof_decl_export bool mi_prof_is_enabled(void);
 
 /**
  * mi_prof_reset() - forget the cumulative counters: samples, alloc_objects, alloc_bytes,
- * untracked_frees, slow_path_calls, dropped[] and every stack's allocated estimates.  Live samples and
- * their in-use estimates are kept.
+ * untracked_frees, slow_path_calls, dropped[] and every stack's allocated (and freed) estimates, and
+ * start a new peak from what is in use now (and a new timeline).  Live samples and their in-use
+ * estimates are kept.
  * Return: true; false with errno EALREADY (not running), EDEADLK (from a callback) or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
  */
@@ -249,11 +250,12 @@ typedef bool mi_prof_visit_fn(void *const *frames, size_t depth, const mi_prof_s
 
 /**
  * mi_prof_visit() - call a function for every sampled stack of the current session.
- * @visitor: called once per stack sampled since start (with MIMALLOC_PROF_ACCUM=0: only for stacks
- *           with something in use).
+ * @visitor: called once per stack sampled since start, its label sets added up (with
+ *           MIMALLOC_PROF_ACCUM=0: only for stacks with something in use now or at the peak).
  * @arg: passed to the visitor.
  * The stacks and counters are one consistent snapshot, taken before the first call: the sums over all
- * stacks of inuse_bytes and alloc_bytes equal mi_prof_stats()'s (objects too, up to per-stack rounding).
+ * stacks of inuse_bytes, alloc_bytes and peak_bytes equal mi_prof_stats()'s inuse_bytes, alloc_bytes
+ * and peak_inuse_bytes (objects too, up to per-stack rounding).
  * The visitor runs with no profiler lock held and may call anything, including the allocator and the
  * mi_prof_* API; the frames arrays are valid only during its call.  After mi_prof_stop() there is
  * nothing to visit.
@@ -269,10 +271,13 @@ mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
  * @path: the file to create or truncate (mode 0644); NULL = the next automatic name,
  *        <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.m.pb.gz, <seq> zero-padded to six digits (relative to the
  *        current directory unless the prefix is absolute).
- * The profile holds every stack sampled since start (with MIMALLOC_PROF_ACCUM=0 only those with
- * something in use) and four values per stack: alloc_objects, alloc_space (bytes), inuse_objects, inuse_space;
- * the period is the sample rate.  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a
- * valid profile with no samples.
+ * The profile holds a sample per label set (thread, bucketed size) of every stack sampled since start
+ * (with MIMALLOC_PROF_ACCUM=0 only those with something in use now or at the peak) and six values:
+ * alloc_objects, alloc_space (bytes), inuse_objects, inuse_space, peak_objects, peak_space (with
+ * MIMALLOC_PROF_LIFETIMES two more, freed_objects, freed_space, in samples per lifetime bucket); a
+ * comment gives the peak and when; the period is the sample rate (mimalloc_prof(3), HEAP PROFILE
+ * FORMAT).  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a valid profile with no
+ * samples.
  * Return: true; false with errno from open(2), write(2) or close(2), ENOMEM (the profile did not fit
  *   in MIMALLOC_PROF_MAX_BYTES), EIO (compression failed), ENAMETOOLONG, ENOTRECOVERABLE (a fork child
  *   forked inside the profiler's locks, as for mi_prof_start) or ENOTSUP.  A file this

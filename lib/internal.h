@@ -174,7 +174,7 @@ static inline size_t mprof_lower_bound(const uintptr_t *a, size_t n, uintptr_t v
 #define MPROF_DUMP_IO_BYTES      ((size_t)16 << 10)
 #define MPROF_DUMP_OBJECTS_BYTES ((size_t)32 << 10)
 #define MPROF_TIMELINE_POINTS    1024
-#define MPROF_DUMP_TIMELINE_BYTES ((MPROF_TIMELINE_POINTS + 1) * 3 * sizeof(uint64_t))
+#define MPROF_DUMP_TIMELINE_BYTES ((MPROF_TIMELINE_POINTS + 2) * 3 * sizeof(uint64_t))
 #define MPROF_DUMP_FIXED_BYTES   (MPROF_DUMP_ZLIB_BYTES + MPROF_DUMP_IO_BYTES + 2 * MPROF_DUMP_OBJECTS_BYTES + \
                                   2 * MPROF_DUMP_TIMELINE_BYTES + 6 * (size_t)4096 + \
                                   MI_PROF_DROP_REASONS * (size_t)128)
@@ -325,17 +325,19 @@ void   mprof_sheap_postfork_reinit(void);   /* a child forked with profiler lock
 /* "record.c": live sampled blocks, a sharded address -> record table */
 #define MPROF_RECORD_OBSERVED 1u              /* the observer's on_sample saw this block */
 #define MPROF_RECORD_ORPHAN   2u              /* no longer a sample: no weight, no stack (record.c) */
+#define MPROF_RECORD_HALF_A   4u              /* in half A, half B of the samples (peak.c), or both */
+#define MPROF_RECORD_HALF_B   8u
 
 typedef struct mprof_record_s {
   uintptr_t addr;         /* block address; 0 = empty slot */
   size_t    size;         /* requested bytes (current size after an in-place realloc) */
   uint64_t  obj_fx;       /* estimated objects this sample stands for, 1/MPROF_FX_ONE units */
   uint64_t  inuse_bytes;  /* estimated bytes it adds to in-use: size * obj_fx / MPROF_FX_ONE */
-  uint64_t  stack_id;     /* interned stack (0 = none) */
+  uint64_t  half_bytes;   /* the bytes it stands for in its half, or halves (peak.c) */
+  uint64_t  stack_id;     /* interned label set (0 = none) */
   mi_heap_t *heap;        /* the mimalloc heap it was allocated from (mi_heap_destroy frees it) */
-  uint32_t  tid;          /* sampling thread */
-  uint32_t  flags;        /* MPROF_RECORD_* */
-  uint64_t  alloc_ns;     /* CLOCK_MONOTONIC when it was sampled (lifetimes, the timeline) */
+  uint64_t  alloc_ns : 60; /* CLOCK_MONOTONIC when it was sampled (lifetimes, the timeline): 36 years */
+  uint64_t  flags : 4;    /* MPROF_RECORD_* */
 } mprof_record_t;         /* 64 bytes: one cache line */
 
 /* Sums over the live records and the session's samples. */
@@ -429,10 +431,13 @@ typedef struct mprof_stack_s {
                                     *   (relaxed atomics, added under a record shard lock only) */
   uint64_t         inuse_obj_fx;   /* estimated in-use objects (fixed point) and bytes */
   uint64_t         inuse_bytes;
-  uint64_t         peak_obj_fx;    /* in-use at the peak of generation peak_gen (peak.c) */
+  uint64_t         half_obj_fx;    /* in use in half B of the samples (peak.c) */
+  uint64_t         half_bytes;
+  uint64_t         peak_obj_fx;    /* half B's in-use at the peak of generation peak_gen (peak.c) */
   uint64_t         peak_bytes;
   uint64_t         peak_gen;
   void            *snap;           /* STACK: its place in the snapshot being taken (snapshot.c) */
+  struct mprof_stack_s *freed_hint; /* SET: the FREED entry of its last free (relaxed atomic; record.c) */
 } mprof_stack_t;
 
 /* Ids are the entries' addresses (entries never move during a session; 0 = none), resolved only by
@@ -480,22 +485,21 @@ static inline uint64_t mprof_mono_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A sample of (obj_fx, bytes) in set e at now_ns (in use and allocated); its free (in use). */
-void mprof_peak_sample(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes, uint64_t now_ns);
-void mprof_peak_free(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes, uint64_t now_ns);
-/* A dropped sample's allocated weight, with nothing in use. */
-void mprof_peak_alloc_only(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes, uint64_t now_ns);
+/* A sample and its free: mprof_peak_sample and mprof_peak_free (peak.h, inline in record.c).  A dropped
+ * sample's allocated weight, with nothing in use: */
+void mprof_peak_alloc_only(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes);
 /* Every record shard lock held: */
 void mprof_peak_begin(uint64_t now_ns);            /* a session starts */
 void mprof_peak_end(void);                         /* it stops: nothing in use */
 void mprof_peak_reset(uint64_t now_ns);            /* mi_prof_reset: a new peak, allocated from 0 */
 void mprof_peak_totals(mprof_totals_t *t);         /* the peak's fields of t */
 void mprof_peak_of(const mprof_stack_t *e, uint64_t *obj_fx, uint64_t *bytes);   /* e's in-use at the peak */
-size_t mprof_peak_timeline(mprof_point_t *out, uint64_t *realtime_offset_ns);    /* MPROF_TIMELINE_POINTS */
-/* The interval and peak triggers (profiler.c's MIMALLOC_PROF_INTERVAL and _GDUMP): a profile each time the
- * allocated estimate grows by interval_bytes, and at a new peak at least a tenth and gdump_floor bytes
- * above the last one's; 0 = off.  A session's start (api_lock) or a fork child (async-signal-safe). */
-void mprof_peak_triggers(uint64_t interval_bytes, uint64_t gdump_floor);
+size_t mprof_peak_timeline(mprof_point_t *out, uint64_t *realtime_offset_ns);   /* room: POINTS + 2 */
+/* A session's start (api_lock; a fork child: async-signal-safe): the sample rate (the timeline's least
+ * step is four sample periods), and the interval and peak triggers (profiler.c's MIMALLOC_PROF_INTERVAL
+ * and _GDUMP): a profile each time the allocated estimate grows by interval_bytes, and when the in-use
+ * estimate passes the last such profile's by a tenth and at least gdump_floor bytes; 0 = off. */
+void mprof_peak_configure(uint64_t rate, uint64_t interval_bytes, uint64_t gdump_floor);
 void mprof_peak_postfork_reinit(void);
 
 /* "snapshot.c": a consistent copy of the stacks and totals (mi_prof_visit, dumps) */

@@ -43,7 +43,7 @@ static unsigned pending[REQ_KINDS];          /* requests not served yet, by kind
 static bool running;                         /* the thread exists (false in a fork child) */
 static uint64_t period_ns;                   /* MIMALLOC_PROF_PERIOD, 0 = off */
 
-/* Interval and peak triggers: peak.c watches the estimated totals against them (mprof_peak_triggers). */
+/* Interval and peak triggers: peak.c watches the estimated totals against them (mprof_peak_configure). */
 static uint64_t interval_bytes;              /* MIMALLOC_PROF_INTERVAL, 0 = off */
 static bool gdump;
 
@@ -313,7 +313,7 @@ bool mprof_profiler_init(void)
  * totals; a peak profile waits for at least ten sample periods of growth). */
 void mprof_profiler_session_begin(uint64_t rate)
 {
-  mprof_peak_triggers(interval_bytes, gdump ? 10 * rate : 0);
+  mprof_peak_configure(rate, interval_bytes, gdump ? 10 * rate : 0);
 }
 
 /* peak.c: the allocated estimate passed the interval, or a new peak the last peak profile's by a tenth.
@@ -332,7 +332,7 @@ void mprof_profiler_postfork_child(void)
   running = false;
   interval_bytes = 0;
   gdump = false;
-  mprof_peak_triggers(0, 0);
+  mprof_peak_configure(mprof_session.rate, 0, 0);
   period_ns = 0;
   mprof_control_shutdown();
   if (dump_signal != 0) uncatch(dump_signal);

@@ -23,6 +23,7 @@
  * the lifetime bucket of its set.
  */
 #include "internal.h"
+#include "peak.h"
 
 #include <string.h>
 
@@ -119,8 +120,24 @@ static void slot_delete(shard_t *s, size_t i)
   s->slots[i].addr = 0;
 }
 
-/* r's weight leaves the totals and its set's in-use at `now`; `freed`: its block was freed (with
- * lifetimes, its lifetime is counted), else released behind our back (a stale record). */
+/* r's freed weight into its set's lifetime bucket (r freed at `now`): the set's last bucket when the same,
+ * else looked up (mprof_stack_freed, under a stack shard lock); frees of a site come in runs of one
+ * bucket, and the hint saves the lookup and the lock for them. */
+static void lifetime_add(const mprof_record_t *r, uint64_t now)
+{
+  mprof_stack_t *set = mprof_stack_get(r->stack_id);
+  unsigned b = mprof_lifetime_bucket(now > r->alloc_ns ? now - r->alloc_ns : 0);
+  mprof_stack_t *f = __atomic_load_n(&set->freed_hint, __ATOMIC_RELAXED);
+  if (f == NULL || f->lifetime != b) {
+    f = mprof_stack_get(mprof_stack_freed(r->stack_id, b));
+    __atomic_store_n(&set->freed_hint, f, __ATOMIC_RELAXED);
+  }
+  __atomic_fetch_add(&f->alloc_obj_fx, r->obj_fx, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&f->alloc_bytes, r->inuse_bytes, __ATOMIC_RELAXED);
+}
+
+/* r's weight leaves the totals and its set's in-use at `now` (0: not read); `freed`: its block was freed
+ * (with lifetimes, its lifetime is counted), else released behind our back (a stale record). */
 static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r, uint64_t now, bool freed)
 {
   if (r->flags & MPROF_RECORD_ORPHAN) return;
@@ -128,19 +145,15 @@ static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r, uint64_t
   t->live_req_bytes -= r->size;
   t->inuse_obj_fx -= r->obj_fx;
   t->inuse_bytes -= r->inuse_bytes;
-  mprof_peak_free(mprof_stack_get(r->stack_id), r->obj_fx, r->inuse_bytes, now);
-  if (freed && mprof_lifetimes) {
-    uint64_t lifetime = now > r->alloc_ns ? now - r->alloc_ns : 0;
-    mprof_stack_t *f = mprof_stack_get(mprof_stack_freed(r->stack_id, mprof_lifetime_bucket(lifetime)));
-    __atomic_fetch_add(&f->alloc_obj_fx, r->obj_fx, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&f->alloc_bytes, r->inuse_bytes, __ATOMIC_RELAXED);
-  }
+  mprof_peak_free(mprof_stack_get(r->stack_id), r, now);
+  if (freed && mprof_lifetimes) lifetime_add(r, now);
 }
 
-/* When a record's block is freed: now, for a sample (its lifetime and the timeline); 0 for an orphan. */
+/* When a record's block is freed: with lifetimes, now, for a sample; else 0 (the timeline reads the clock
+ * when it needs to: peak.h). */
 static uint64_t free_time(const mprof_record_t *r)
 {
-  return r->flags & MPROF_RECORD_ORPHAN ? 0 : mprof_mono_ns();
+  return mprof_lifetimes && !(r->flags & MPROF_RECORD_ORPHAN) ? mprof_mono_ns() : 0;
 }
 
 void mprof_record_lock_all(void)
@@ -184,7 +197,7 @@ void mprof_record_end(void)
     for (size_t k = 0; k < s->capacity; k++) {
       mprof_record_t *r = &s->slots[k];
       if (r->addr == 0) continue;
-      r->stack_id = r->obj_fx = r->inuse_bytes = 0;
+      r->stack_id = r->obj_fx = r->inuse_bytes = r->half_bytes = 0;
       r->flags = MPROF_RECORD_ORPHAN;
     }
     if (s->used == 0) shard_release(s);
@@ -202,7 +215,7 @@ static void slot_put(shard_t *s, const mprof_record_t *r)
 {
   mprof_record_t *slot = &s->slots[probe(s, r->addr)];
   if (slot->addr != 0) {                       /* stale: freed behind our back */
-    totals_sub_live(&s->totals, slot, r->alloc_ns != 0 ? r->alloc_ns : mprof_mono_ns(), false);
+    totals_sub_live(&s->totals, slot, 0, false);
     s->totals.untracked_frees++;
     heap_count(slot->heap, -1);
   } else {
@@ -230,7 +243,7 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
     s->totals.inuse_bytes += r->inuse_bytes;
     s->totals.alloc_obj_fx += r->obj_fx;
     s->totals.alloc_bytes += r->inuse_bytes;
-    mprof_peak_sample(mprof_stack_get(r->stack_id), r->obj_fx, r->inuse_bytes, r->alloc_ns);
+    mprof_peak_sample(mprof_stack_get(r->stack_id), r);
   }
   mprof_unlock(&s->lock);
   return rc;
@@ -357,7 +370,7 @@ bool mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint
     s->totals.samples++;
     s->totals.alloc_obj_fx += obj_fx;
     s->totals.alloc_bytes += bytes;
-    mprof_peak_alloc_only(mprof_stack_get(stack_id), obj_fx, bytes, mprof_mono_ns());
+    mprof_peak_alloc_only(mprof_stack_get(stack_id), obj_fx, bytes);
   }
   mprof_unlock(&s->lock);
   return ok;

@@ -138,7 +138,7 @@ bool mprof_snapshot_take(mprof_snapshot_t *s, bool all, bool sets)
   size_t countdown = mprof_guard_enter();       /* a handler's free of a sampled block waits (internal.h) */
   mprof_record_lock_all();
   mprof_stacks_each(size_one, &size);
-  size_t points = MPROF_TIMELINE_POINTS + 1;
+  size_t points = MPROF_TIMELINE_POINTS + 2;
   s->bytes = size.stacks * sizeof(mprof_snap_stack_t) + size.frames * sizeof(uintptr_t) +
              points * sizeof(mprof_point_t);
   s->mem = mprof_pmem_map_temp(s->bytes);

@@ -499,13 +499,13 @@ static int mode_sums(void)
     free(a[i]);
     a[i] = NULL;
   }
-  for (size_t i = 0; i < SUMS_B; i++) {   /* a half moves (grows), a quarter shrinks in place */
+  for (size_t i = 0; i < SUMS_C; i++) free(c[i]);   /* site c: nothing left in use, nor at the peak */
+  for (size_t i = 0; i < SUMS_B; i++) {   /* a half moves (grows: the peak), a quarter shrinks in place */
     size_t size = i % 2 == 0 ? 4000 : i % 4 == 1 ? 600 : 1000;
     void *q = realloc(b[i], size);
     if (q == NULL) die("realloc failed");
     b[i] = q;
   }
-  for (size_t i = 0; i < SUMS_C; i++) free(c[i]);   /* site c: nothing left in use */
   fflush(stdout);
   print_sums("");
   for (size_t i = 0; i < SUMS_A; i++) free(a[i]);

@@ -88,14 +88,15 @@ static double go_top_percent(const char *go, const char *file, const char *type,
 }
 
 /* The transient program (peak_probe transient, rate 65536, seed 22): peak_site_build allocates 1600 x 64
- * KiB and frees them all, then peak_site_keep keeps 40 x 256 KiB.  The in-use estimate only rises while
- * the build runs (nothing is freed then) and only falls while its blocks are freed, so the recorded peak
- * is the estimate of the 100 MiB at the end of the build: unbiased, each 64 KiB block sampled with
- * p = 1 - e^-1 = 0.632 and weighing s/p, variance s^2 (1-p)/p = 0.582 s^2 per block, sd = 64 KiB *
- * sqrt(1600 * 0.582) = 2.0 MB = 1.91% of 100 MiB: 4 sd = 7.6%.  peak_site_build's allocated estimate is
- * the same sum of weights as its peak, exactly; peak_site_keep had nothing at the peak, and
- * peak_site_build nothing at the dump, exactly.  peak_site_keep's in-use: 256 KiB blocks, p = 1 - e^-4 =
- * 0.982, sd = 256 KiB * sqrt(40 * 0.0187) = 2.16% of 10 MiB, 4 sd = 8.7%. */
+ * KiB and frees them all, then peak_site_keep keeps 40 x 256 KiB.  Half A's estimate (lib/peak.c) only
+ * rises while the build runs and only falls while its blocks are freed, so the peak's moment is A's last
+ * sample of the build, and the peak is half B's estimate of what was in use then.  A half samples a 64 KiB
+ * block with p = 1 - e^(-1/2) = 0.393, weight s/p, variance s^2 (1-p)/p = 1.54 s^2 per block: sd = 64 KiB
+ * * sqrt(1600 * 1.54) = 3.25 MB = 3.1% of 100 MiB, 4 sd = 12.4%; the blocks of the build after A's last
+ * sample are missing from it, E = (1-p)/p = 1.5 blocks (0.1%), P(more than 16) = 0.61^16 < 4e-4: 13% in
+ * all.  peak_site_keep had nothing at the peak, and peak_site_build nothing at the dump, exactly.
+ * peak_site_keep's in-use (the full estimate): 256 KiB blocks, p = 1 - e^-4 = 0.982, sd = 256 KiB *
+ * sqrt(40 * 0.0187) = 2.16% of 10 MiB, 4 sd = 8.7%. */
 START_TEST(peak_transient)
 {
   profile_t *p;
@@ -103,8 +104,7 @@ START_TEST(peak_transient)
   probe_run_t r = run_peak_probe("transient", "65536", "22", NULL, &p, path);
   ck_assert_uint_eq(p->n_sample_type, 6);
   assert_peak_consistent(&r, p, "t_built");
-  ck_assert_double_le(rel(site(p, "build", V_PEAK_SPACE), 100 * MIB), 0.077);
-  ck_assert_int_eq(site(p, "build", V_ALLOC_SPACE), site(p, "build", V_PEAK_SPACE));
+  ck_assert_double_le(rel(site(p, "build", V_PEAK_SPACE), 100 * MIB), 0.13);
   ck_assert_int_eq(site(p, "build", V_INUSE_SPACE), 0);
   ck_assert_int_eq(site(p, "keep", V_PEAK_SPACE), 0);
   ck_assert_double_le(rel(site(p, "keep", V_INUSE_SPACE), 10 * MIB), 0.087);
@@ -121,19 +121,19 @@ START_TEST(peak_transient)
 END_TEST
 
 /* The plateau program: the transient program's build, then 200000 allocations of 1 KiB from
- * peak_site_churn, each freed at once, while the 100 MiB stay; then the same end.  The estimate of the
- * 100 MiB does not move during the plateau; on top of it at most one churn sample is live at any time,
- * so the recorded peak (the highest moment of the plateau) is the build's estimate plus 0 or one churn
- * sample's weight, 1024 / (1 - e^(-1024/65536)) = 66060 bytes (rounded at random: at most 66061).  The
- * build's tolerance as in peak_transient. */
+ * peak_site_churn, each freed at once, while the 100 MiB stay; then the same end.  Half A's estimate of
+ * the 100 MiB does not move during the plateau; on top of it at most one churn block is live at any time,
+ * so at the peak (A's highest moment: one of its churn samples live, if it has any) peak_site_churn has 0
+ * or one block's weight in half B: 1024 / p, p = 1 - e^(-1024/131072) = 0.00778, 131588 bytes (rounded
+ * at random: at most 131589).  The build's tolerance as in peak_transient. */
 START_TEST(peak_plateau)
 {
   profile_t *p;
   char path[PATH_MAX];
   probe_run_t r = run_peak_probe("plateau", "65536", "22", NULL, &p, path);
   assert_peak_consistent(&r, p, "t_plateau_end");
-  ck_assert_double_le(rel(site(p, "build", V_PEAK_SPACE), 100 * MIB), 0.077);
-  ck_assert_int_le(site(p, "churn", V_PEAK_SPACE), 66061);
+  ck_assert_double_le(rel(site(p, "build", V_PEAK_SPACE), 100 * MIB), 0.13);
+  ck_assert_int_le(site(p, "churn", V_PEAK_SPACE), 131589);
   ck_assert_int_eq(site(p, "churn", V_INUSE_SPACE), 0);
   ck_assert_int_gt(site(p, "churn", V_ALLOC_SPACE), 50 * MIB);   /* 195 MiB allocated there, see above */
   ck_assert_int_eq(site(p, "keep", V_PEAK_SPACE), 0);
@@ -144,24 +144,22 @@ START_TEST(peak_plateau)
 END_TEST
 
 /* mi_prof_reset starts a new peak from what is in use then: after the build and half of it freed, the
- * reset makes every sample's peak its in-use, exactly, and its allocated estimate 0 (nothing is allocated
- * after); the peak's time is the reset's; the timeline starts again at the reset, with nothing
+ * peak is half B's estimate of those 800 x 64 KiB (sd = 64 KiB * sqrt(800 * 1.54) = 4.4% of 50 MiB, see
+ * peak_transient), the profile's sum of peak_space, exactly; the full in-use estimate has sd 1.35%: the
+ * two lie within 4 (4.4 + 1.35)% = 23% of each other.  Every sample's allocated estimate is 0 (nothing is
+ * allocated after); the peak's time is the reset's; the timeline starts again at the reset, with nothing
  * allocated. */
 START_TEST(peak_reset)
 {
   profile_t *p;
   char path[PATH_MAX];
   probe_run_t r = run_peak_probe("reset", "65536", "22", NULL, &p, path);
-  ck_assert_uint_eq(probe_value(&r, "peak_inuse_bytes"), probe_value(&r, "inuse_bytes"));
-  ck_assert_uint_gt(probe_value(&r, "peak_inuse_bytes"), 0);
+  uint64_t peak = probe_value(&r, "peak_inuse_bytes"), inuse = probe_value(&r, "inuse_bytes");
+  ck_assert_int_eq(total(p, V_PEAK_SPACE), (int64_t)peak);
+  ck_assert_double_le(rel((int64_t)peak, (double)inuse), 0.23);
   ck_assert_uint_ge(probe_value(&r, "peak_time_ns"), probe_value(&r, "t_built"));
   ck_assert_uint_le(probe_value(&r, "peak_time_ns"), probe_value(&r, "t_reset"));
-  for (size_t i = 0; i < p->n_sample; i++) {
-    const sample_t *s = p->sample[i];
-    ck_assert_int_eq(s->value[V_PEAK_SPACE], s->value[V_INUSE_SPACE]);
-    ck_assert_int_eq(s->value[V_PEAK_OBJECTS], s->value[V_INUSE_OBJECTS]);
-    ck_assert_int_eq(s->value[V_ALLOC_SPACE], 0);
-  }
+  for (size_t i = 0; i < p->n_sample; i++) ck_assert_int_eq(p->sample[i]->value[V_ALLOC_SPACE], 0);
   const timeline_t *tl = p->mimalloc_prof_timeline;
   ck_assert_ptr_nonnull(tl);
   ck_assert_uint_ge((uint64_t)tl->start_nanos, probe_value(&r, "t_built"));
@@ -173,10 +171,11 @@ START_TEST(peak_reset)
 END_TEST
 
 /* The timeline of the transient program rises, peaks and falls where the program did: points in time
- * order, within the session; the highest is the peak (its bytes and time, exactly); while the build ran
- * there is a point below half the peak (the rise), and while its blocks were freed another (the fall);
- * the last point is the state when the profile was taken (in use: the profile's sum, exactly), and the
- * allocated estimate never decreases. */
+ * order, within the session; one is at the peak's time, exactly, and none is far above the peak (the
+ * points are the full estimate, the peak half B's: each within 4 sd of the truth, 7.6% and 12.4%, see
+ * peak_transient); while the build ran there is a point below half the peak (the rise), and while its
+ * blocks were freed another (the fall); the last point is the state when the profile was taken (in use:
+ * the profile's sum, exactly), and the allocated estimate never decreases. */
 START_TEST(peak_timeline_transient)
 {
   profile_t *p;
@@ -194,21 +193,19 @@ START_TEST(peak_timeline_transient)
   uint64_t t_build = probe_value(&r, "t_build"), t_built = probe_value(&r, "t_built");
   uint64_t t_freed = probe_value(&r, "t_freed");
   ck_assert_uint_ge((uint64_t)tl->start_nanos, probe_value(&r, "t_start"));
-  size_t top = 0;
-  bool rise = false, fall = false;
+  bool rise = false, fall = false, at_peak = false;
   for (size_t i = 0; i < n; i++) {
     uint64_t t = (uint64_t)(tl->start_nanos + tl->offset_nanos[i]);
     if (i > 0) {
       ck_assert_int_ge(tl->offset_nanos[i], tl->offset_nanos[i - 1]);
       ck_assert_int_ge(tl->alloc_bytes[i], tl->alloc_bytes[i - 1]);
     }
-    if (tl->inuse_bytes[i] > tl->inuse_bytes[top]) top = i;
+    at_peak |= t == when;
+    ck_assert_double_le((double)tl->inuse_bytes[i], (double)bytes * 1.25);
     rise |= t >= t_build && t <= t_built && (uint64_t)tl->inuse_bytes[i] < bytes / 2;
     fall |= t > t_built && t <= t_freed && (uint64_t)tl->inuse_bytes[i] < bytes / 2;
   }
-  ck_assert_int_eq(tl->inuse_bytes[top], (int64_t)bytes);
-  ck_assert_uint_eq((uint64_t)(tl->start_nanos + tl->offset_nanos[top]), when);
-  ck_assert_msg(rise && fall, "rise %d, fall %d over %zu points", rise, fall, n);
+  ck_assert_msg(at_peak && rise && fall, "peak %d, rise %d, fall %d over %zu points", at_peak, rise, fall, n);
   ck_assert_int_eq(tl->inuse_bytes[n - 1], total(p, V_INUSE_SPACE));
   ck_assert_uint_ge((uint64_t)(tl->start_nanos + tl->offset_nanos[n - 1]), probe_value(&r, "t_kept"));
   ck_assert_uint_le((uint64_t)(tl->start_nanos + tl->offset_nanos[n - 1]), probe_value(&r, "t_dump"));
@@ -232,7 +229,7 @@ START_TEST(peak_stats_versions)
   ck_assert_uint_eq(u.bytes[MI_PROF_STATS_SIZE_V2], 0xa5);     /* the 0.3 fields untouched */
   ck_assert(mi_prof_stats(&u.st, MI_PROF_STATS_SIZE_V1));
   ck_assert(mi_prof_stats(&u.st, sizeof u.st));
-  ck_assert_uint_ge(u.st.peak_inuse_bytes, u.st.inuse_bytes);
+  ck_assert_uint_gt(u.st.peak_inuse_bytes, 0);
   ck_assert_uint_gt(u.st.peak_time_ns, 0);
   errno = 0;
   ck_assert(!mi_prof_stats(&u.st, MI_PROF_STATS_SIZE_V2 + 8));

@@ -383,11 +383,12 @@ SITE(site_r3, aligned_alloc(64, 512))
  * blocks from two sites, a third freed.  E[samples] = 1500(1-e^(-300/4096)) + 1500(1-e^(-5000/4096))
  * ~ 106 + 1062, so some are live whatever the seed (P(none) < e^-700).
  * Then in a subprocess, with MIMALLOC_PROF_ACCUM=1 every stack sampled since start is visited, so the
- * allocated sums match too; with ACCUM=0 idle stacks (nothing in use, nor at the peak) are left out
- * (the probe's site c frees all its blocks: E[samples there] = 2000(1-e^(-256/4096)) ~ 121, never zero
- * in practice).  The peak's sums are the peak total of the stats, exactly in bytes, at every step: all
- * freed, the stacks of the peak stay (with ACCUM=0 too); after mi_prof_reset the peak is what is in use
- * then, nothing. */
+ * allocated sums match too; with ACCUM=0 idle stacks (nothing in use, nor at the peak) are left out (the
+ * probe's site c frees all its blocks before the peak, which site b's growing reallocs make later, 2000 x
+ * ~3000 B more against c's 2000 x 256 B and a's 1500 x 256 B freed; E[samples at c] = 2000(1-e^(-256/4096))
+ * ~ 121, never zero in practice). The peak's sums are the peak total of the stats, exactly in bytes, at
+ * every step: all freed, the stacks of the peak stay (with ACCUM=0 too); after mi_prof_reset the peak is
+ * what is in use then, nothing. */
 START_TEST(stacks_visit_sums_equal_stats)
 {
   enum { N = 3000 };
