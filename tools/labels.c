@@ -3,8 +3,8 @@
  *
  * The library labels each sample with `thread` (a string), `bytes` (the requested size, a number in
  * bytes) and, on freed_* samples, `lifetime` (a number in nanoseconds); a profile that joins several
- * processes may carry `process` and `pid`.  Any other key a profile carries works the same way.  `size` is another name
- * for `bytes`.
+ * processes may carry `process` and `pid`.  Any other key a profile carries works the same way.  `size`
+ * is another name for `bytes`.
  *
  * --tag KEY=VALUE keeps the samples whose label KEY is VALUE: a string label equal to VALUE, or a
  * numeric one equal to the number VALUE or within the range LO-HI (also LO:HI as pprof writes it; LO-

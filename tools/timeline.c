@@ -4,7 +4,10 @@
  *
  * The points come from the library's timeline (peak.c): the estimated bytes in use and allocated at each
  * change of the estimates and each dump, the higher of two neighbours kept when its buffer filled.  The
- * recorded peak (its comment) is added as a point, so the chart reaches it wherever it fell.
+ * peak is the one the library recorded (its comment): the moment is the timeline's point at that time
+ * (added when there is none), the bytes its own estimate, which the library makes with other samples
+ * than the timeline's (so that choosing the highest moment does not bias it) and which differs from the
+ * timeline's there by sampling error.  Without a recorded peak, the highest point is the peak.
  *
  * Text chart: each column covers an equal slice of time.  Up to what was in use at its end (its last
  * point) it is drawn with ':', above that up to the most in use at its points with '.', so a fall within
@@ -93,24 +96,31 @@ int tl_chart_load(tl_chart_t *c, const char *path, size_t sites)
     return tool_error("%s has no timeline (the library writes one into every heap profile; merge of several "
                       "profiles and diff leave it out)", path);
   }
-  if (c->totals.has_peak && c->totals.peak_ns > 0) {     /* the recorded peak, as a point of its own */
-    c->pts = realloc(c->pts, (c->n + 1) * sizeof *c->pts);
-    if (c->pts == NULL) abort();
-    size_t i = c->n;
-    while (i > 0 && c->pts[i - 1].t_ns > c->totals.peak_ns) {
-      c->pts[i] = c->pts[i - 1];
-      i--;
-    }
-    int64_t alloc = i > 0 ? c->pts[i - 1].alloc : 0;
-    c->pts[i] = (tl_point_t){c->totals.peak_ns, c->totals.peak_bytes, alloc};
-    c->n++;
-  }
-  c->t0 = c->pts[0].t_ns;
-  c->span = c->pts[c->n - 1].t_ns - c->t0;
   c->peak = 0;
   for (size_t i = 1; i < c->n; i++) {
     if (c->pts[i].inuse > c->pts[c->peak].inuse) c->peak = i;
   }
+  c->peak_bytes = c->pts[c->peak].inuse;
+  if (c->totals.has_peak && c->totals.peak_ns > 0) {     /* the recorded peak: its point, or a new one */
+    size_t i = 0;
+    while (i < c->n && c->pts[i].t_ns < c->totals.peak_ns) i++;
+    if (i == c->n || c->pts[i].t_ns != c->totals.peak_ns) {
+      c->pts = realloc(c->pts, (c->n + 1) * sizeof *c->pts);
+      if (c->pts == NULL) abort();
+      memmove(&c->pts[i + 1], &c->pts[i], (c->n - i) * sizeof *c->pts);
+      int64_t alloc = i > 0 ? c->pts[i - 1].alloc : 0;
+      c->pts[i] = (tl_point_t){c->totals.peak_ns, c->totals.peak_bytes, alloc};
+      c->n++;
+    }
+    c->peak = i;
+    c->peak_bytes = c->totals.peak_bytes;
+  }
+  c->top = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    if (c->pts[i].inuse > c->top) c->top = c->pts[i].inuse;
+  }
+  c->t0 = c->pts[0].t_ns;
+  c->span = c->pts[c->n - 1].t_ns - c->t0;
   c->n_sites = sites;
   if (sites > 0 && profile_sample_type(c->p, "peak_space") != SIZE_MAX) {
     view_opts_t o;
@@ -171,7 +181,7 @@ static void print_chart(const tl_chart_t *c, int w, int h)
 {
   int peak_col = 0;
   int64_t *col = columns(c, w, &peak_col);
-  int64_t top = c->pts[c->peak].inuse;
+  int64_t top = c->top;
   const char *bu, *tu;
   double bper, tper;
   tl_bytes_unit(top, &bu, &bper);
@@ -179,7 +189,7 @@ static void print_chart(const tl_chart_t *c, int w, int h)
   int *rows = malloc(2 * (size_t)w * sizeof *rows);  /* the most, then at the end, per column */
   if (rows == NULL) abort();
   for (int k = 0; k < 2 * w; k++) rows[k] = rows_of(col[k], top, h);
-  rows[2 * peak_col] = rows[2 * peak_col + 1] = top > 0 ? h : 0;
+  rows[2 * peak_col + 1] = rows[2 * peak_col];     /* '#' up to its highest */
   printf("%*s%s\n", MARGIN - 1 - (int)strlen(bu), "", bu);
   char *line = malloc((size_t)w + 1);
   if (line == NULL) abort();
@@ -230,15 +240,19 @@ static void print_text(const tl_chart_t *c, int w, int h)
   print_chart(c, w, h);
   printf("\n");
   const tl_point_t *pk = &c->pts[c->peak];
-  printf("peak (#): %s in use at %s", tool_bytes(pk->inuse, a, sizeof a),
+  printf("peak (#): %s in use at %s", tool_bytes(c->peak_bytes, a, sizeof a),
          tool_duration(pk->t_ns - c->t0, t, sizeof t));
   if (c->totals.has_inuse) printf("; %s in use when written", tool_bytes(c->totals.inuse_bytes, e, sizeof e));
   if (c->totals.has_alloc) printf("; %s allocated", tool_bytes(c->totals.alloc_bytes, b, sizeof b));
-  printf("\n(time since the timeline's first point, %s before the profile was written)\n",
+  printf("\n");
+  if (pk->inuse != c->peak_bytes)
+    printf("(the timeline reads %s there: the peak is estimated with other samples, unbiased by the choice)\n",
+           tool_bytes(pk->inuse, e, sizeof e));
+  printf("(time since the timeline's first point, %s before the profile was written)\n",
          c->p->time_nanos > c->t0 ? tool_duration(c->p->time_nanos - c->t0, t, sizeof t) : "0 ns");
   if (c->has_peak_view && c->peak_view.total > 0) {
-    printf("\nallocation sites at the peak (allocator wrappers folded; `top -s peak_space --fold-alloc` lists "
-           "them all):\n");
+    printf("\nallocation sites at the peak (allocator wrappers folded; `top -s peak_space --fold-alloc` "
+           "lists them all):\n");
     heap_print_top_sites(stdout, &c->peak_view, c->n_sites, "");
   } else if (c->n_sites > 0) {
     printf("\n(the profile has no peak_space sample type: no sites at the peak)\n");

@@ -133,7 +133,7 @@ static void peak_mark(FILE *f, const tl_chart_t *c, const plot_t *pl)
   fprintf(f, "<circle cx='%.1f' cy='%.1f' r='4.5' fill='#cb181d'/>", x, y);
   fprintf(f, "<text x='%.1f' y='%.1f' font-size='13' font-weight='bold' fill='#cb181d' text-anchor='%s'>"
              "peak %s at %s</text></g>\n", x + (left ? -8 : 8), y - 8 < TOP - 4 ? TOP - 4 : y - 8,
-          left ? "end" : "start", tool_bytes(pk->inuse, a, sizeof a),
+          left ? "end" : "start", tool_bytes(c->peak_bytes, a, sizeof a),
           tool_duration(pk->t_ns - c->t0, t, sizeof t));
 }
 
@@ -165,7 +165,7 @@ static void write_svg(FILE *f, const tl_chart_t *c, const char *title)
     n_sites = total_sites < c->n_sites ? total_sites : c->n_sites;
   }
   int height = BOTTOM + 60 + (n_sites > 0 ? 30 + (int)n_sites * SITE_H : 0);
-  int64_t ymax = c->pts[c->peak].inuse > 0 ? c->pts[c->peak].inuse : 1;
+  int64_t ymax = c->top > 0 ? c->top : 1;
   const char *bu;
   double bper;
   tl_bytes_unit(ymax, &bu, &bper);

@@ -340,7 +340,9 @@ typedef struct tl_chart_s {
   tl_point_t    *pts;            /* the timeline, the recorded peak added as a point */
   size_t         n;              /* at least 1 */
   size_t         n_timeline;     /* of them, from the timeline (the others: the recorded peak) */
-  size_t         peak;           /* the point with the most in use */
+  size_t         peak;           /* the point at the recorded peak's time (else the highest) */
+  int64_t        peak_bytes;     /* the recorded peak's estimate (else that point's in use) */
+  int64_t        top;            /* the most in use at any point */
   int64_t        t0, span;       /* the first point's time and the time to the last (ns) */
   heap_totals_t  totals;
   view_t         peak_view;      /* peak_space, when has_peak_view */
