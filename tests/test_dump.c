@@ -30,7 +30,7 @@
    D32 triggers
 --------------------------------------------------------------------------------------------------- */
 
-/* MIMALLOC_PROF_FINAL=1: one file at exit, prof.<pid>.0.f.pb.gz, holding what was live.  256 x 4 KiB
+/* MIMALLOC_PROF_FINAL=1: one file at exit, prof.<pid>.000000.f.pb.gz, holding what was live.  256 x 4 KiB
  * from alpha_site at rate 4096: p = 1 - e^-1 = 0.632, K binomial(256, p), E = 161.8, sigma = 7.7 = 4.8%;
  * alpha_site's estimate lies within 4 sigma = 19.1% of 1 MiB. */
 START_TEST(dump_triggers_final)
@@ -202,7 +202,7 @@ START_TEST(dump_triggers_signal)
   enum { SIGNALS = 5 };
   for (int k = 0; k < SIGNALS; k++) {
     char name[128];
-    snprintf(name, sizeof name, "prof.%d.%d.s.pb.gz", (int)c.pid, k);
+    snprintf(name, sizeof name, "prof.%d.%06d.s.pb.gz", (int)c.pid, k);
     ck_assert_int_eq(kill(c.pid, SIGUSR2), 0);
     wait_closed(watch, &c, name);
   }
