@@ -165,12 +165,12 @@ static inline size_t mprof_lower_bound(const uintptr_t *a, size_t n, uintptr_t v
  * and output buffers, two copies of the loaded-object list (two dumps may prepare at once; a list of up
  * to MPROF_DUMP_OBJECTS_BYTES, about 150 objects, is covered), the page rounding of the dump's four
  * other mappings, and the "dropped (reason)" stacks, which live outside the stack table (128 bytes each
- * cover a one-frame stack's share).  Per stack: its snapshot entry (snapshot.c).  Per frame: the
- * snapshot's copy, and pprof.c's sorted distinct return addresses and their names (one word each).  Per
- * entry of the stack table (a stack, a label set, a lifetime bucket: stacktab.c): its snapshot entry
- * (snapshot.c) and pprof.c's index of thread labels.  The timeline (peak.c) is copied whole, and once
- * more by pprof.c into the message's three arrays.  The leak
- * report and a visit need less (a snapshot). */
+ * cover a one-frame stack's share; with MIMALLOC_PROF_LIFETIMES their lifetime buckets too).  Per frame of
+ * a stack: the snapshot's copy, and pprof.c's sorted distinct return addresses and their names (one word
+ * each).  Per label set and lifetime bucket (stacktab.c): its snapshot entry (snapshot.c) and pprof.c's
+ * index of thread labels; a stack takes none of its own in a dump, and in a visit (one per stack) only
+ * when it has a label set, which then takes none.  The timeline (peak.c) is copied whole, and once more by
+ * pprof.c into the message's three arrays.  The leak report and a visit need less (a snapshot). */
 #define MPROF_DUMP_ZLIB_WBITS    14
 #define MPROF_DUMP_ZLIB_MEMLEVEL 6
 #define MPROF_DUMP_ZLIB_BYTES    (((size_t)1 << (MPROF_DUMP_ZLIB_WBITS + 2)) + \
@@ -185,6 +185,8 @@ static inline size_t mprof_lower_bound(const uintptr_t *a, size_t n, uintptr_t v
 #define MPROF_DUMP_STACK_BYTES   (2 * sizeof(size_t) + 10 * sizeof(uint64_t) + 16 /* the snapshot's entry */ \
                                   + 16 + sizeof(uint64_t))   /* pprof.c: the thread label's index, 2 words */
 #define MPROF_DUMP_FRAME_BYTES   (2 * sizeof(uintptr_t) + sizeof(uint64_t))
+#define MPROF_DUMP_LIFETIMES_BYTES (MI_PROF_DROP_REASONS * 65 /* MPROF_LIFETIME_BUCKETS */ * \
+                                    MPROF_DUMP_STACK_BYTES)
 
 void  *mprof_pmem_map(size_t bytes);           /* tables; NULL when over budget or mmap fails */
 void   mprof_pmem_unmap(void *p, size_t bytes);

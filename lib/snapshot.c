@@ -34,11 +34,15 @@ typedef struct sizing_s {
   size_t stacks, frames;
 } sizing_t;
 
+/* A stack's entry in a snapshot per stack: one that has a label set (a stack whose set could not be
+ * added counts nothing, and has no reserve of its own for it: stacktab.c). */
+static bool stack_counted(const mprof_stack_t *e) { return e->kind == MPROF_ENTRY_STACK && e->link != 0; }
+
 static void size_one(mprof_stack_t *e, mprof_stack_t *stack, void *arg)
 {
   sizing_t *s = arg;
   if (stack == NULL || e == stack) s->frames += e->depth;    /* its own frames: a stack, or "dropped" */
-  if (s->sets ? e->kind != MPROF_ENTRY_STACK : stack == NULL || e->kind == MPROF_ENTRY_STACK) s->stacks++;
+  if (s->sets ? e->kind != MPROF_ENTRY_STACK : stack == NULL || stack_counted(e)) s->stacks++;
 }
 
 /* e's counts (a SET, or a "dropped" set) add into out's, in fixed point until whole_objects. */
@@ -84,6 +88,7 @@ static void copy_stack(mprof_stack_t *e, mprof_stack_t *stack, void *arg)
     return;
   }
   if (stack != NULL) stack->snap = NULL;
+  if (stack != NULL && !stack_counted(e)) return;
   uintptr_t *frames = s->n < s->cap ? frames_of(s, e, stack) : NULL;
   if (frames == NULL) return;
   mprof_snap_stack_t *out = &s->stack[s->n++];

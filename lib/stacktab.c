@@ -24,8 +24,9 @@
 #include <string.h>
 
 #define SHARDS         16
-#define CHUNK_ENTRIES  64                 /* entries per chunk: 7.5 KiB on 64-bit */
-#define MAX_CHUNKS     2048               /* so at most 131072 entries per shard */
+#define CHUNK_ENTRIES  (8192 / sizeof(mprof_stack_t)) /* entries per chunk of two pages: 56 on 64-bit */
+#define MAX_ENTRIES    131072u            /* per shard */
+#define MAX_CHUNKS     ((MAX_ENTRIES + CHUNK_ENTRIES - 1) / CHUNK_ENTRIES)
 #define POOL_BYTES     ((size_t)16 << 10) /* frame pool chunk: 2047 frames */
 #define INDEX_MIN      1024               /* one page of entry numbers */
 #define CHUNK_BYTES    (CHUNK_ENTRIES * sizeof(mprof_stack_t))
@@ -54,6 +55,8 @@ typedef struct shard_s {
  * per reason (frame MI_PROF_FRAME_DROPPED(reason), no labels), and with lifetimes a FREED entry per reason
  * and bucket: dropped[n], n = reason, or MI_PROF_DROP_REASONS + reason * buckets + b. */
 #define DROPPED_ENTRIES (MI_PROF_DROP_REASONS * (1 + MPROF_LIFETIME_BUCKETS))
+_Static_assert(MPROF_DUMP_LIFETIMES_BYTES == MI_PROF_DROP_REASONS * MPROF_LIFETIME_BUCKETS * MPROF_DUMP_STACK_BYTES,
+               "MPROF_DUMP_LIFETIMES_BYTES: the dropped sets' lifetime buckets");
 static uintptr_t     dropped_frame[MI_PROF_DROP_REASONS];
 static mprof_stack_t dropped[DROPPED_ENTRIES];
 
@@ -212,12 +215,12 @@ static uint32_t append(shard_t *s, const lookup_t *k, size_t slot, const mprof_s
 {
   uint32_t n = s->count, c = n / CHUNK_ENTRIES;
   *why = MI_PROF_DROP_MEMORY;
-  if (c >= MAX_CHUNKS) {
+  if (n >= MAX_ENTRIES) {
     *why = MI_PROF_DROP_STACKS;
     return 0;
   }
-  size_t depth = up != NULL ? up->depth : k->depth;
-  size_t reserve = MPROF_DUMP_STACK_BYTES + (up == NULL ? depth * MPROF_DUMP_FRAME_BYTES : 0);
+  size_t depth = up != NULL ? up->depth : k->depth;   /* a stack's share: its frames (internal.h) */
+  size_t reserve = up == NULL ? depth * MPROF_DUMP_FRAME_BYTES : MPROF_DUMP_STACK_BYTES;
   if (!mprof_pmem_reserve(reserve)) return 0;
   if (s->chunk[c] == NULL) s->chunk[c] = mprof_pmem_map(CHUNK_BYTES);
   const uintptr_t *frames = NULL;

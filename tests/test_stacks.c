@@ -300,9 +300,10 @@ START_TEST(stacks_table_full_drops)
 }
 END_TEST
 
-/* Count: a shard of the stack table holds at most 131072 stacks and there are 16 shards, so of
- * 2200000 distinct stacks (7 levels of 16 functions; BT_MAX=8 keeps all 7 walker frames) at most
- * 2097152 can be interned and at least 102848 samples are dropped as MI_PROF_DROP_STACKS.  Frame
+/* Count: a shard of the stack table holds at most 131072 entries (a stack with its label set is two)
+ * and there are 16 shards, so of 2200000 distinct stacks (7 levels of 16 functions; BT_MAX=8 keeps all
+ * 7 walker frames) at most 2097152 (1048576 with their sets) can be interned and at least 102848
+ * samples are dropped as MI_PROF_DROP_STACKS.  Frame
  * pointers keep it fast; the 1 GiB budget covers the ~300 MB the full table takes. */
 #define COUNT_STACKS     2200000u
 #define STACKS_PER_SHARD 131072u
