@@ -358,7 +358,9 @@ typedef struct heap_totals_s {
   int64_t alloc_bytes;           /* sum of alloc_space */
   int64_t peak_bytes;            /* the peak comment's bytes, else the sum of peak_space */
   int64_t peak_ns;               /* when the peak was reached (CLOCK_REALTIME ns); 0 unknown */
-  int64_t start_ns;              /* time_nanos - duration_nanos: when the session started; 0 unknown */
+  int64_t start_ns;              /* when the session started (its end - duration_nanos); 0 unknown */
+  int64_t stopped_ns;            /* the stop comment's time: sampling stopped then (CLOCK_REALTIME ns);
+                                    0: it was running (or the profile does not say) */
 } heap_totals_t;
 void heap_totals(const profile_t *p, heap_totals_t *t);
 
@@ -487,7 +489,12 @@ int64_t ctl_timeout_ms(void);
  * one asked (SO_PEERCRED: another process, or another user unless we are root).  Messages carry no text
  * from the process but escaped (escape.c). */
 int  ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, size_t err_len);
+/* Whether an exchange that failed (ctl_request's -1) found the socket with no process listening on it
+ * (ECONNREFUSED): a socket left behind. */
+bool ctl_request_refused(void);
 void ctl_reply_free(ctl_reply_t *r);
+/* The number of the "key value" line named key in an ok reply's data; false when there is none. */
+bool ctl_reply_number(const ctl_reply_t *r, const char *key, uint64_t *value);
 /* An error reply for people, escaped: "sampling is on already (EALREADY)". */
 const char *ctl_reply_error(const ctl_reply_t *r, char *buf, size_t len);
 /* Takes a heap profile of pid into path (written beside it, then renamed) and symbolizes it unless
