@@ -307,6 +307,30 @@ START_TEST(tool_run_interval_symbolized)
 }
 END_TEST
 
+/* --leak: what is in use at exit, named, in human sizes, with shares; not the library's raw report
+ * (MIMALLOC_PROF_LEAK=1 in the environment is replaced).  tool_probe keeps 16 blocks of 64 KiB from
+ * main to its exit; at -r 1 every allocation is sampled with its own size, so main's row is exactly
+ * 1 MiB, and its share is 1 MiB over the total (tool_probe's stdio buffer besides: under 1%). */
+START_TEST(tool_run_leak_report)
+{
+  char dir[PATH_MAX], out[PATH_MAX + 16];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(out, sizeof out, "%s/leak.pb.gz", dir);
+  probe_run_t r = tool_run((const char *const[]){"run", "--leak", "-r", "1", "-o", out,
+                                                 probe_getenv("MPROF_TEST_TOOL_PROBE"), "env", NULL},
+                           (const char *const[]){"MIMALLOC_PROF_LEAK=1", NULL});
+  probe_assert_exit0(&r, "run --leak");
+  const char *report = strstr(r.err, "Still in use at exit (estimated from samples): ");
+  ck_assert_msg(report != NULL && strstr(report, " objects\n") != NULL, "%s", r.err);
+  const char *row = strstr(report, "  1.00 MiB  ");
+  ck_assert_msg(row != NULL && strncmp(strchr(row, '%') + 1, "  main\n", 7) == 0, "%s", r.err);
+  double share = strtod(row + 12, NULL);
+  ck_assert_msg(share >= 99.0 && share <= 100.0, "main's share %.1f:\n%s", share, r.err);
+  ck_assert_msg(strstr(r.err, "+0x") == NULL && strstr(r.err, "leak report") == NULL, "%s", r.err);
+  probe_run_free(&r);
+}
+END_TEST
+
 Suite *tool_run_suite(void)
 {
   Suite *s = suite_create("tool_run");
@@ -322,6 +346,7 @@ Suite *tool_run_suite(void)
   tcase_add_test(tc, tool_run_tree_one_profile);
   tcase_add_test(tc, tool_run_tree_prefix);
   tcase_add_test(tc, tool_run_interval_symbolized);
+  tcase_add_test(tc, tool_run_leak_report);
   suite_add_tcase(s, tc);
   return s;
 }

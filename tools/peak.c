@@ -208,3 +208,34 @@ void heap_summary(FILE *f, const char *path, int64_t start_ns)
   view_opts_free(&o);
   profile_free(p);
 }
+
+void heap_leaks(FILE *f, const char *path, size_t rows)
+{
+  char err[512], a[32], b[32];
+  profile_t *p = profile_read(path, err, sizeof err);
+  if (p == NULL) {
+    fprintf(f, "mimalloc-prof %s: no leak report: %s\n", tool_cmd, err);
+    return;
+  }
+  bool has_bytes, has_objects;
+  int64_t bytes = type_sum(p, "inuse_space", &has_bytes), objects = type_sum(p, "inuse_objects", &has_objects);
+  view_opts_t o;
+  view_opts_init(&o);
+  o.sample_index = "inuse_space";
+  o.fold_std = true;
+  view_t v;
+  if (!has_bytes) {
+    fprintf(f, "mimalloc-prof %s: no leak report: %s has no inuse_space\n", tool_cmd, path);
+  } else if (view_build(&v, p, &o) == 0) {
+    fprintf(f, "Still in use at exit (estimated from samples): %s", tool_bytes(bytes, a, sizeof a));
+    if (has_objects) fprintf(f, " in %s objects", tool_count(objects, b, sizeof b));
+    fprintf(f, "\n");
+    if (v.total > 0) {
+      fprintf(f, "  by allocation site (allocator wrappers folded into their callers), share of that total:\n");
+      heap_print_top_sites(f, &v, rows, "  ");
+    }
+    view_free(&v);
+  }
+  view_opts_free(&o);
+  profile_free(p);
+}

@@ -56,7 +56,8 @@ static const char usage[] =
   "                     processes' too)\n"
   "  -r RATE            sample one allocation per RATE bytes on average (default 524288; k, m, g suffixes)\n"
   "  --interval BYTES   also dump every BYTES allocated;  --signal SIG  also dump on signal SIG\n"
-  "  --leak             print the top in-use sites at exit\n"
+  "  --leak             print what is still in use at exit and the top 10 sites holding it (named, with\n"
+  "                     their shares)\n"
   "  --lifetimes        record how long sampled blocks live, for top --temporary (MIMALLOC_PROF_LIFETIMES)\n"
   "  --no-symbolize     leave the profile with addresses (it is symbolized by default)\n"
   "  --debug-dir DIR    also look for debug files in DIR (build-id and debuglink layout)\n"
@@ -429,7 +430,7 @@ int cmd_run(int argc, char **argv)
   set_env("MIMALLOC_PROF_SAMPLE_RATE", o.rate);
   set_env("MIMALLOC_PROF_INTERVAL", o.interval);
   set_env("MIMALLOC_PROF_SIGNAL", o.signal);
-  if (o.leak) set_env("MIMALLOC_PROF_LEAK", "1");
+  if (o.leak) set_env("MIMALLOC_PROF_LEAK", "0");   /* the command reports from the symbolized profile */
   if (o.lifetimes) set_env("MIMALLOC_PROF_LIFETIMES", "1");
   setenv("MIMALLOC_PROF_FINAL_SIGNALS", FINAL_SIGNALS_DEFAULT, 0);
 
@@ -495,6 +496,7 @@ int cmd_run(int argc, char **argv)
   else
     tool_note("heap profile written to %s", found);
   heap_summary(stderr, found, (int64_t)start.tv_sec * 1000000000 + start.tv_nsec);
+  if (o.leak) heap_leaks(stderr, found, 10);
   tool_note("view it with: mimalloc-prof top %s   (or timeline, tree, flame, folded; see mimalloc-prof(1))",
             found);
   return code;

@@ -388,6 +388,9 @@ void heap_print_top_sites(FILE *f, const view_t *v, size_t rows, const char *ind
 /* The summary `run` prints: peak (and when, after start_ns; 0: not said), in use at exit, allocated,
  * the top three sites at the peak. */
 void heap_summary(FILE *f, const char *path, int64_t start_ns);
+/* `run --leak`: what is in use in the profile at path (its total bytes and objects), and up to `rows`
+ * sites holding it, largest first, with their shares of that total (allocator wrappers folded). */
+void heap_leaks(FILE *f, const char *path, size_t rows);
 
 /* ---------------------------------------------------------------------------------------------------
    "timeline.c", "timeline_svg.c": the heap over time as a chart
