@@ -194,8 +194,8 @@ START_TEST(tool_run_tree_one_profile)
   tool_tmpdir(dir, sizeof dir);
   snprintf(out, sizeof out, "%s/tree.pb.gz", dir);
   tree_command(cmd, sizeof cmd);
-  probe_run_t r = tool_run((const char *const[]){"run", "-r", "1", "-o", out, "--", "/bin/sh", "-c", cmd, NULL},
-                           NULL);
+  probe_run_t r =
+    tool_run((const char *const[]){"run", "-r", "1", "-o", out, "--", "/bin/sh", "-c", cmd, NULL}, NULL);
   probe_assert_exit0(&r, "run sh -c");
   ck_assert_msg(strstr(r.err, "heap profile of 2 processes written to ") != NULL, "%s", r.err);
   ck_assert_msg(strstr(r.err, "more profile(s) discarded") == NULL, "%s", r.err);
@@ -281,9 +281,9 @@ START_TEST(tool_run_interval_symbolized)
   ck_assert_int_ge(in, 0);
   ck_assert_int_ge(inotify_add_watch(in, dir, IN_MOVED_TO), 0);
   probe_opts_t o = {.watchdog_s = 120};
-  probe_child_t c = probe_start(probe_getenv("MPROF_TEST_TOOL"),
-                                (const char *const[]){"run", "-r", "1", "--interval", "256k", "-p", prefix,
-                                                      probe_getenv("MPROF_TEST_TOOL_PROBE"), "handler", NULL}, &o);
+  const char *const args[] = {"run", "-r", "1", "--interval", "256k", "-p", prefix,
+                              probe_getenv("MPROF_TEST_TOOL_PROBE"), "handler", NULL};
+  probe_child_t c = probe_start(probe_getenv("MPROF_TEST_TOOL"), args, &o);
   wait_ready(c.out);
   bool interval = false;
   while (!interval) {                             /* blocks until a name is moved into dir */

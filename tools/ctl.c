@@ -53,8 +53,8 @@ static void print_stopped(pid_t pid, const ctl_reply_t *r)
   ctl_reply_number(r, "kept_samples", &samples);
   ctl_reply_number(r, "kept_alloc_bytes", &alloc);
   char a[32], b[32], c[32], d[32];
-  printf("process %d: sampling stopped; kept %s live samples (%s in use) and %s samples (%s allocated): dumps\n"
-         "  show them until the next start or reset\n", (int)pid, tool_count((int64_t)live, a, sizeof a),
+  printf("process %d: sampling stopped; kept %s live samples (%s in use) and %s samples (%s allocated): "
+         "dumps\n  show them until the next start or reset\n", (int)pid, tool_count((int64_t)live, a, sizeof a),
          tool_bytes((int64_t)inuse, b, sizeof b), tool_count((int64_t)samples, c, sizeof c),
          tool_bytes((int64_t)alloc, d, sizeof d));
 }
@@ -119,7 +119,8 @@ int cmd_ctl(int argc, char **argv)
   } else if (is_start) {
     uint64_t v = 0;
     ctl_reply_number(&r, "sample_rate", &v);
-    printf("process %d: sampling, one allocation per %llu bytes on average\n", (int)pid, (unsigned long long)v);
+    printf("process %d: sampling, one allocation per %llu bytes on average\n", (int)pid,
+           (unsigned long long)v);
     print_discarded(&r, "the stopped session's data");
   } else if (strcmp(what, "stop") == 0) {
     print_stopped(pid, &r);

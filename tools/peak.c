@@ -218,7 +218,8 @@ void heap_leaks(FILE *f, const char *path, size_t rows)
     return;
   }
   bool has_bytes, has_objects;
-  int64_t bytes = type_sum(p, "inuse_space", &has_bytes), objects = type_sum(p, "inuse_objects", &has_objects);
+  int64_t bytes = type_sum(p, "inuse_space", &has_bytes);
+  int64_t objects = type_sum(p, "inuse_objects", &has_objects);
   view_opts_t o;
   view_opts_init(&o);
   o.sample_index = "inuse_space";
@@ -231,7 +232,8 @@ void heap_leaks(FILE *f, const char *path, size_t rows)
     if (has_objects) fprintf(f, " in %s objects", tool_count(objects, b, sizeof b));
     fprintf(f, "\n");
     if (v.total > 0) {
-      fprintf(f, "  by allocation site (allocator wrappers folded into their callers), share of that total:\n");
+      fprintf(f, "  by allocation site (allocator wrappers folded into their callers), share of that "
+              "total:\n");
       heap_print_top_sites(f, &v, rows, "  ");
     }
     view_free(&v);

@@ -9,9 +9,9 @@
  *
  * Sockets left behind (their process exited without its exit handlers, or exec'd a program without the
  * library) are removed: those of the processes looked at, and then each PID.sock whose process is gone in
- * the directories of those processes' sockets and in our user's default control directory.  A socket is left behind when connecting finds nobody listening and no
- * socket of the system is bound to that name (/proc/net/unix: a process between bind and listen refuses
- * connections too).  Only a socket owned by our effective user, in a directory of ours that others cannot
+ * the directories of those processes' sockets and in our user's default control directory.  A socket is
+ * left behind when connecting finds nobody listening and no socket of the system is bound to that name
+ * (/proc/net/unix: a process between bind and listen refuses connections too).  Only a socket owned by our effective user, in a directory of ours that others cannot
  * write, is removed, by unlinkat(2) of that one name, never through a link (the library's rules,
  * lib/fsout.c).
  */
@@ -116,7 +116,8 @@ static void print_one(pid_t pid)
 {
   char path[MPROF_CONTROL_PATH_MAX], why[512], err[1024];
   struct stat st;
-  if (ctl_socket_path(pid, path, sizeof path, why, sizeof why) != 0 || lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
+  if (ctl_socket_path(pid, path, sizeof path, why, sizeof why) != 0 || lstat(path, &st) != 0 ||
+      !S_ISSOCK(st.st_mode))
     return;
   ctl_reply_t r;
   char state[32] = "stopped", rate[32] = "-", inuse[32] = "-", v[32];
@@ -133,7 +134,8 @@ static void print_one(pid_t pid)
     snprintf(state, sizeof state, "error");
   } else {
     stat_value(&r, "state", state, sizeof state);
-    if (stat_value(&r, "inuse_bytes", v, sizeof v) != NULL) tool_bytes(strtoll(v, NULL, 10), inuse, sizeof inuse);
+    if (stat_value(&r, "inuse_bytes", v, sizeof v) != NULL)
+      tool_bytes(strtoll(v, NULL, 10), inuse, sizeof inuse);
     if (strcmp(state, "sampling") == 0 && stat_value(&r, "sample_rate", v, sizeof v) != NULL)
       tool_bytes(strtoll(v, NULL, 10), rate, sizeof rate);
   }
@@ -153,7 +155,8 @@ static void remove_gone(const char *dir)
     pid_t pid;
     if (dot == NULL || strcmp(dot, ".sock") != 0 || (size_t)(dot - e->d_name) >= sizeof digits) continue;
     snprintf(digits, sizeof digits, "%.*s", (int)(dot - e->d_name), e->d_name);
-    if (tool_parse_pid(digits, &pid) && kill(pid, 0) != 0 && errno == ESRCH) remove_left_behind(dir, e->d_name);
+    if (tool_parse_pid(digits, &pid) && kill(pid, 0) != 0 && errno == ESRCH)
+      remove_left_behind(dir, e->d_name);
   }
   closedir(d);
 }
@@ -181,7 +184,8 @@ int cmd_ps(int argc, char **argv)
   }
   closedir(d);
   char home[MPROF_CONTROL_PATH_MAX];
-  if (mprof_control_dir(NULL, getenv("XDG_RUNTIME_DIR"), (unsigned)geteuid(), home, sizeof home)) dir_seen(home);
+  if (mprof_control_dir(NULL, getenv("XDG_RUNTIME_DIR"), (unsigned)geteuid(), home, sizeof home))
+    dir_seen(home);
   for (size_t i = 0; i < n_dirs; i++) remove_gone(dirs[i]);
   return EXIT_SUCCESS;
 }

@@ -391,8 +391,8 @@ static bool say_kept(const tree_t *t, pid_t pid, char *found, size_t len)
   }
   if (said > 10) tool_note("and %zu more processes' profiles", said - 10);
   if (best != own)
-    tool_note("the summary below is of %s (process %d)", tool_escaped(t->dump[best].program, name, sizeof name),
-              (int)t->dump[best].pid);
+    tool_note("the summary below is of %s (process %d)",
+              tool_escaped(t->dump[best].program, name, sizeof name), (int)t->dump[best].pid);
   return true;
 }
 
@@ -438,7 +438,8 @@ int cmd_run(int argc, char **argv)
   pid_t pid = 0;
   tree_t tree;
   struct timespec start;                    /* the summary says when the peak was, from here */
-  if (!tree_before(prefix, &tree)) tool_note("cannot list the profiles under %s: %s", prefix, strerror(errno));
+  if (!tree_before(prefix, &tree))
+    tool_note("cannot list the profiles under %s: %s", prefix, strerror(errno));
   clock_gettime(CLOCK_REALTIME, &start);
   if ((rc = run_program(program, &pid, &status)) != 0) {
     if (tmpdir[0] != '\0') remove_private_dir(tmpdir);

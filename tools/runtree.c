@@ -78,7 +78,8 @@ bool tree_after(const char *prefix, tree_t *t)
     tree_dump_t *d = &t->dump[t->n];
     const char *path = g.gl_pathv[i];
     if (was_there(t, path) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
-        !parse_name(path, strlen(prefix), d) || snprintf(d->path, sizeof d->path, "%s", path) >= (int)sizeof d->path)
+        !parse_name(path, strlen(prefix), d) ||
+        snprintf(d->path, sizeof d->path, "%s", path) >= (int)sizeof d->path)
       continue;
     t->n++;
   }
@@ -211,8 +212,11 @@ void tree_keep(tree_t *t, const char *prefix, bool rename_them, const sym_opts_t
     name_part(name, part, sizeof part);
     int n = snprintf(to, sizeof to, "%s.%s%s", prefix, part, d->path + strlen(prefix));
     if (n <= 0 || (size_t)n >= sizeof to) continue;
-    if (renameat2(AT_FDCWD, d->path, AT_FDCWD, to, RENAME_NOREPLACE) == 0) snprintf(d->path, sizeof d->path, "%s", to);
-    else tool_note("%s keeps its name: %s cannot be made (%s)", d->path, to, strerror(errno));
+    if (renameat2(AT_FDCWD, d->path, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+      snprintf(d->path, sizeof d->path, "%s", to);
+    else
+      tool_note("%s keeps its name: %s cannot be made (%s)", d->path, to, strerror(errno));
   }
-  if (unsymbolized > 0) tool_note("%zu of %zu profiles keep their raw addresses (see above)", unsymbolized, t->n);
+  if (unsymbolized > 0)
+    tool_note("%zu of %zu profiles keep their raw addresses (see above)", unsymbolized, t->n);
 }
