@@ -492,8 +492,8 @@ int cmd_run(int argc, char **argv)
     if (symbolize_file(found, NULL, &so) != 0) tool_note("the profile keeps its raw addresses");
   }
   if (merged > 0)
-    tool_note("heap profile of %zu processes written to %s (labels process and pid: top --by process "
-              "splits them)", merged, found);
+    tool_note("heap profile of %zu process%s written to %s (labels process and pid: top --by process "
+              "splits them)", merged, merged > 1 ? "es" : "", found);
   else
     tool_note("heap profile written to %s", found);
   heap_summary(stderr, found, (int64_t)start.tv_sec * 1000000000 + start.tv_nsec);
