@@ -16,8 +16,9 @@
  *
  * Counters: allocated, in-use and peak, changed by peak.c under peak_lock while record.c holds the
  * record shard lock of the block concerned.  Ids are resolved only there, after record.c checked the
- * session, and the table is released at stop only while every record shard lock is held: a sampler that
- * interned a stack before a stop can never touch freed memory.
+ * session, and the table is released (when a session's data is discarded: a start, or a reset while
+ * stopped) only while every record shard lock is held: a sampler that interned a stack before then can
+ * never touch freed memory.  A stop only closes it to new stacks.
  */
 #include "internal.h"
 
@@ -374,6 +375,15 @@ void mprof_stacks_begin(uint64_t session_word)
 }
 
 void mprof_stacks_end(void) { mprof_stacks_begin(0); }
+
+void mprof_stacks_close(void)
+{
+  for (size_t k = 0; k < SHARDS; k++) {
+    mprof_lock(&shards[k].lock);
+    shards[k].session = 0;
+    mprof_unlock(&shards[k].lock);
+  }
+}
 
 /* mi_prof_reset: allocated and freed counters to zero (every record shard lock held). */
 void mprof_stacks_reset_alloc(void)

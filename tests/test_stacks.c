@@ -532,12 +532,18 @@ START_TEST(stacks_stats_struct_with_stacks)
   ck_assert_uint_eq(r.s_end.busy, 0);
   ck_assert_uint_eq(r.st_end.alloc_bytes, want_alloc);
 
-  /* After stop: nothing to visit, in-use fields 0, cumulative ones kept. */
+  /* After stop: what was recorded is kept (the same stacks; nothing in use, all was freed); a reset
+   * while stopped discards it: nothing to visit, every counter 0. */
   sums_t after;
   ck_assert(stats_and_sums(&st, &after));
-  ck_assert_uint_eq(after.stacks, 0);
+  ck_assert_uint_eq(after.stacks, r.s_end.stacks);
+  ck_assert_uint_gt(after.stacks, 0);
   ck_assert_uint_eq(st.inuse_bytes, 0);
   ck_assert_uint_eq(st.alloc_bytes, want_alloc);
+  ck_assert(mi_prof_reset());
+  ck_assert(stats_and_sums(&st, &after));
+  ck_assert_uint_eq(after.stacks, 0);
+  ck_assert_uint_eq(st.alloc_bytes, 0);
 }
 END_TEST
 

@@ -73,6 +73,13 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   if (v->total != 0) printf("%.1f%% of it allocated at named sites\n", share(v->named_leaf, v->total));
   heap_totals_t t;
   heap_totals(v->p, &t);
+  if (t.stopped_ns != 0) {
+    printf("sampling is stopped");
+    if (v->p->time_nanos >= t.stopped_ns)
+      printf(" (%s before this profile was written)",
+             tool_duration(v->p->time_nanos - t.stopped_ns, when, sizeof when));
+    printf(": what it shows was sampled until then\n");
+  }
   if (!t.has_inuse) return;
   printf("heap: %s in use when written", tool_bytes(t.inuse_bytes, a, sizeof a));
   if (t.has_peak) {
