@@ -282,7 +282,7 @@ typedef struct view_s {
   size_t       vi;               /* the sample type shown */
   const char  *type, *unit;
   bool         bytes;            /* unit is bytes */
-  char       **names;            /* frame names by id */
+  char       **names;            /* frame names by id, escaped (escape.c): safe to print as they are */
   bool        *named;            /* whether the name came from a symbol (not module+offset) */
   size_t       n_names, cap_names;
   view_stack_t *stacks;          /* one per sample that passed focus/ignore, with a nonzero value */

@@ -3,13 +3,22 @@
  *
  * A location gives one frame per Line (inlined functions first, as pprof orders them), named by its
  * Function's name (demangled when it is still a mangled C++ name), else "module+0xOFFSET" (offset in
- * the file).  Options, in the order they apply:
- *   --fold RE, --fold-alloc  innermost frames matching are dropped, so what allocator wrappers
- *                            allocate is charged to their callers (one frame is always kept);
+ * the file).  What applies, in this order, the same for every report:
+ *   drop_frames, keep_frames  the profile's own: as go tool pprof does (its profile.Prune), a location
+ *                            line whose function name (up to its first '(' that is not part of
+ *                            "(anonymous namespace)" or "operator()") matches ^(drop_frames)$ and not
+ *                            ^(keep_frames)$ is dropped with everything it called; scanning a stack from
+ *                            the outermost frame, the first such location after a frame that does not
+ *                            match is where the stack is cut (a matching location's inner lines go
+ *                            wherever the location is: pprof trims them in the profile);
+ *   --fold RE, --fold-alloc  innermost frames whose function name matches are dropped, so what allocator
+ *                            wrappers allocate is charged to their callers (one frame is always kept);
  *   --focus RE               only stacks with a frame matching RE;
  *   --ignore RE              no stacks with a frame matching RE;
  *   --tag KEY=VALUE          only samples whose labels match (labels.c).
- * Regular expressions are POSIX extended ones, matched anywhere in the frame's name.
+ * Regular expressions are POSIX extended ones, matched anywhere in the frame's name; with --lines, --fold
+ * and --fold-alloc match the function's name alone, --focus and --ignore that or the whole frame name
+ * ("function file:line"), so the line view keeps what the function view shows apart from the lines.
  */
 #include "tool.h"
 
@@ -41,6 +50,12 @@ static const char fold_std_re[] =
 #define NAMES_FLOOR   ((uint64_t)16 << 20) /* distinct frame names: 16 MiB + 16 S */
 #define NAMES_RATIO   16
 #define MATCH_MAX     4096                 /* regular expressions see this much of a name */
+#define DROP_RE_MAX   4096                 /* longer drop_frames/keep_frames are ignored (hostile) */
+
+/* What drop_frames makes of a location (go tool pprof's profile.Prune): nothing, "prune beneath" (a
+ * line matched: the lines inside it are gone, and a stack is cut below it), or "prune" (its outermost
+ * line matched: a stack is cut above it). */
+enum { LOC_USER = 0, LOC_BENEATH = 1, LOC_PRUNE = 2 };
 
 typedef struct line_name_s {
   size_t   fn;                   /* function position + 1; 0: an empty slot */
@@ -60,8 +75,10 @@ typedef struct view_priv_s {
   size_t     n_line_names, cap_line_names;
   const char **map_base;         /* by mapping position: its file name without directories */
   uint32_t **loc_frames;         /* by location position */
+  uint32_t **loc_fns;            /* the same frames' function names (with --lines: without file:line) */
   uint32_t  *loc_depth;
-  uint32_t  *scratch;            /* one stack's frames while it is built */
+  unsigned char *loc_drop;       /* by location position: LOC_USER, LOC_BENEATH or LOC_PRUNE */
+  uint32_t  *scratch, *scratch_fn; /* one stack's frames while it is built */
   size_t     scratch_cap;
   unsigned char *fold_match, *fold_std_match, *focus_match, *ignore_match;   /* by name id: 0 not tried,
                                                                                1 no match, 2 a match */
@@ -125,8 +142,18 @@ int view_option(view_opts_t *o, int c, const char *arg)
    Frame names
 --------------------------------------------------------------------------------------------------- */
 
-/* The id of `name` (a new one when it is new); UINT32_MAX when the names would pass their limit. */
-static uint32_t name_id(view_t *v, const char *name, bool named)
+/* Whether `s` holds a byte a terminal might act on (escape.c): a control or a byte above 0x7f. */
+static bool needs_escape(const char *s)
+{
+  for (const unsigned char *u = (const unsigned char *)s; *u != '\0'; u++) {
+    if (*u < 0x20 || *u >= 0x7f) return true;
+  }
+  return false;
+}
+
+/* The id of `name` as it is (a new one when it is new); UINT32_MAX when the names would pass their
+ * limit. */
+static uint32_t name_id_raw(view_t *v, const char *name, bool named)
 {
   view_priv_t *pv = v->priv;
   if ((v->n_names + 1) * 2 > pv->cap) {
@@ -168,6 +195,20 @@ static uint32_t name_id(view_t *v, const char *name, bool named)
   return (uint32_t)v->n_names++;
 }
 
+/* The id of `name`, kept escaped (escape.c: escaping twice changes nothing), so that every report can
+ * print the names as they are, safe on a terminal. */
+static uint32_t name_id(view_t *v, const char *name, bool named)
+{
+  if (!needs_escape(name)) return name_id_raw(v, name, named);
+  size_t len = strlen(name), cap = len * 4 + 1;    /* \xHH for a byte, at most */
+  char *safe = malloc(cap);
+  if (safe == NULL) abort();
+  tool_escape(safe, cap, name, len, false);
+  uint32_t id = name_id_raw(v, safe, named);
+  free(safe);
+  return id;
+}
+
 /* The last two components of a path (Objects/listobject.c), enough to tell files apart. */
 static const char *short_path(const char *path)
 {
@@ -193,11 +234,12 @@ static uint32_t function_name(view_t *v, const function_t *f)
 /* The frame name of a location's line: its function's name, or with --lines (when the function names
  * its file) "function file:line".  Each is made once per function, and per function and line: a
  * function named by many lines is demangled, and its file's path shortened, once. */
-static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bool with_lines)
+static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bool with_lines,
+                           uint32_t *fn_name)
 {
   view_priv_t *pv = v->priv;
   size_t fi = pindex_function_pos(ix, line->function_id);
-  if (fi == SIZE_MAX) return name_id(v, "?", true);
+  if (fi == SIZE_MAX) return *fn_name = name_id(v, "?", true);
   const function_t *f = v->p->function[fi];
   if (pv->fn_name[fi] == 0) {
     uint32_t id = function_name(v, f);
@@ -205,6 +247,7 @@ static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bo
     pv->fn_name[fi] = id + 1;
     pv->fn_file[fi] = short_path(pstr(v->p, f->filename));
   }
+  *fn_name = pv->fn_name[fi] - 1;
   if (!with_lines || pv->fn_file[fi][0] == '\0') return pv->fn_name[fi] - 1;
   if ((pv->n_line_names + 1) * 2 > pv->cap_line_names) {
     size_t cap = pv->cap_line_names ? pv->cap_line_names * 2 : 1024;
@@ -264,26 +307,144 @@ static bool name_locations(view_t *v, const pindex_t *ix, bool with_lines)
   const profile_t *p = v->p;
   view_priv_t *pv = v->priv;
   pv->loc_frames = calloc(p->n_location + 1, sizeof *pv->loc_frames);
+  pv->loc_fns = calloc(p->n_location + 1, sizeof *pv->loc_fns);
   pv->loc_depth = calloc(p->n_location + 1, sizeof *pv->loc_depth);
   pv->fn_name = calloc(p->n_function + 1, sizeof *pv->fn_name);
   pv->fn_file = calloc(p->n_function + 1, sizeof *pv->fn_file);
   pv->map_base = calloc(p->n_mapping + 1, sizeof *pv->map_base);
-  if (pv->loc_frames == NULL || pv->loc_depth == NULL || pv->fn_name == NULL || pv->fn_file == NULL ||
-      pv->map_base == NULL)
+  if (pv->loc_frames == NULL || pv->loc_fns == NULL || pv->loc_depth == NULL || pv->fn_name == NULL ||
+      pv->fn_file == NULL || pv->map_base == NULL)
     abort();
   for (size_t i = 0; i < p->n_location; i++) {
     const location_t *l = p->location[i];
     uint32_t depth = l->n_line ? (uint32_t)l->n_line : 1;
-    uint32_t *frames = malloc(depth * sizeof *frames);
-    if (frames == NULL) abort();
+    uint32_t *frames = malloc(depth * sizeof *frames), *fns = malloc(depth * sizeof *fns);
+    if (frames == NULL || fns == NULL) abort();
     pv->loc_frames[i] = frames;
+    pv->loc_fns[i] = fns;
     pv->loc_depth[i] = depth;
     for (uint32_t k = 0; k < depth; k++) {
-      frames[k] = l->n_line == 0 ? address_frame(v, ix, l) : line_frame(v, ix, l->line[k], with_lines);
+      if (l->n_line == 0) frames[k] = fns[k] = address_frame(v, ix, l);
+      else frames[k] = line_frame(v, ix, l->line[k], with_lines, &fns[k]);
       if (frames[k] == UINT32_MAX) return false;
     }
   }
   return true;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   drop_frames and keep_frames
+--------------------------------------------------------------------------------------------------- */
+
+/* "^(" RE ")$" compiled (as go tool pprof anchors them); false when `re` is empty, or not a POSIX
+ * extended regular expression (then the profile's expression is ignored, as pprof ignores one it cannot
+ * compile), or one a hostile profile could make costly: longer than DROP_RE_MAX, or with an interval
+ * ('{': glibc's regcomp copies the repeated part, so nested intervals grow exponentially) or a
+ * back-reference (regexec is exponential with them).  The library's expression has neither. */
+static bool compile_frames_re(regex_t *out, const char *re)
+{
+  size_t len = strlen(re);
+  if (len == 0 || len > DROP_RE_MAX || strchr(re, '{') != NULL) return false;
+  for (const char *bs = strchr(re, '\\'); bs != NULL; bs = strchr(bs + 2, '\\')) {
+    if (bs[1] >= '1' && bs[1] <= '9') return false;
+    if (bs[1] == '\0') break;
+  }
+  char *anchored = malloc(len + 5);
+  if (anchored == NULL) abort();
+  snprintf(anchored, len + 5, "^(%s)$", re);
+  bool ok = regcomp(out, anchored, REG_EXTENDED | REG_NOSUB) == 0;
+  free(anchored);
+  return ok;
+}
+
+/* pprof's simplifyFunc: the name up to its first '(' that does not begin "(anonymous namespace)" and is
+ * not the one of "operator()" (a leading '.' of the PPC64 ELFv1 ABI left out); its length, from *start. */
+static size_t simple_name_len(const char *name, const char **start)
+{
+  if (name[0] == '.') name++;
+  *start = name;
+  static const char anon[] = "(anonymous namespace)", call[] = "operator()";
+  size_t i = 0;
+  while (name[i] != '\0') {
+    if (strncmp(name + i, anon, sizeof anon - 1) == 0) i += sizeof anon - 1;
+    else if (strncmp(name + i, call, sizeof call - 1) == 0) i += sizeof call - 1;
+    else if (name[i] == '(') break;
+    else i++;
+  }
+  return i;
+}
+
+/* Whether function `id` is one drop_frames drops (once per function: memo by position, 0 not tried, 1 no,
+ * 2 yes). */
+static bool drops_function(const view_t *v, const pindex_t *ix, const regex_t *drop, const regex_t *keep,
+                           unsigned char *memo, uint64_t id)
+{
+  size_t fi = pindex_function_pos(ix, id);
+  if (fi == SIZE_MAX) return false;
+  if (memo[fi] == 0) {
+    const char *start, *name = pstr(v->p, v->p->function[fi]->name);
+    size_t len = simple_name_len(name, &start);
+    regmatch_t range = {0, (regoff_t)(len < MATCH_MAX ? len : MATCH_MAX)};
+    bool drop_it = name[0] != '\0' && len <= MATCH_MAX && regexec(drop, start, 1, &range, REG_STARTEND) == 0;
+    if (drop_it && keep != NULL) {
+      range = (regmatch_t){0, (regoff_t)len};
+      drop_it = regexec(keep, start, 1, &range, REG_STARTEND) != 0;
+    }
+    memo[fi] = drop_it ? 2 : 1;
+  }
+  return memo[fi] == 2;
+}
+
+/* Marks each location LOC_USER, LOC_BENEATH or LOC_PRUNE by the profile's drop_frames and keep_frames,
+ * and takes a LOC_BENEATH location's lines inside its outermost matching line away (pprof's Prune). */
+static void drop_locations(view_t *v, const pindex_t *ix)
+{
+  const profile_t *p = v->p;
+  view_priv_t *pv = v->priv;
+  pv->loc_drop = calloc(p->n_location + 1, 1);
+  if (pv->loc_drop == NULL) abort();
+  regex_t drop, keep;
+  if (!compile_frames_re(&drop, pstr(p, p->drop_frames))) return;
+  bool has_keep = compile_frames_re(&keep, pstr(p, p->keep_frames));
+  unsigned char *memo = calloc(p->n_function + 1, 1);
+  if (memo == NULL) abort();
+  for (size_t i = 0; i < p->n_location; i++) {
+    const location_t *l = p->location[i];
+    size_t k = l->n_line;
+    while (k-- > 0) {
+      if (drops_function(v, ix, &drop, has_keep ? &keep : NULL, memo, l->line[k]->function_id)) break;
+    }
+    if (k == SIZE_MAX) continue;
+    if (k + 1 == l->n_line) {
+      pv->loc_drop[i] = LOC_PRUNE;
+      continue;
+    }
+    pv->loc_drop[i] = LOC_BENEATH;
+    size_t keep_n = pv->loc_depth[i] - (k + 1);
+    memmove(pv->loc_frames[i], pv->loc_frames[i] + k + 1, keep_n * sizeof *pv->loc_frames[i]);
+    memmove(pv->loc_fns[i], pv->loc_fns[i] + k + 1, keep_n * sizeof *pv->loc_fns[i]);
+    pv->loc_depth[i] = (uint32_t)keep_n;
+  }
+  free(memo);
+  regfree(&drop);
+  if (has_keep) regfree(&keep);
+}
+
+/* The first of sample smp's locations (innermost first) that its stack keeps: scanning from the
+ * outermost, the first LOC_PRUNE location after a LOC_USER one is cut with all inside it, a LOC_BENEATH
+ * one is kept with what it holds but not what it called; before any LOC_USER, nothing is cut (pprof:
+ * "to avoid pruning everything"). */
+static size_t first_kept(const view_t *v, const pindex_t *ix, const sample_t *smp)
+{
+  view_priv_t *pv = v->priv;
+  bool user = false;
+  for (size_t k = smp->n_location_id; k-- > 0;) {
+    size_t pos = pindex_location_pos(ix, smp->location_id[k]);
+    unsigned char d = pos == SIZE_MAX ? LOC_USER : pv->loc_drop[pos];
+    if (d == LOC_USER) user = true;
+    else if (user) return d == LOC_PRUNE ? k + 1 : k;
+  }
+  return 0;
 }
 
 /* Whether the name matches (regular expressions see its first MATCH_MAX bytes: glibc's regexec takes
@@ -382,16 +543,18 @@ static size_t expand(view_t *v, const pindex_t *ix, const sample_t *smp)
 {
   view_priv_t *pv = v->priv;
   size_t depth = 0;
-  for (size_t k = 0; k < smp->n_location_id; k++) {
+  for (size_t k = first_kept(v, ix, smp); k < smp->n_location_id; k++) {
     size_t pos = pindex_location_pos(ix, smp->location_id[k]);
     if (pos == SIZE_MAX) continue;
     if (pv->loc_depth[pos] > PROFILE_MAX_FRAMES - depth) return SIZE_MAX;
     if (depth + pv->loc_depth[pos] > pv->scratch_cap) {
       pv->scratch_cap = (depth + pv->loc_depth[pos]) * 2 + 64;
       pv->scratch = realloc(pv->scratch, pv->scratch_cap * sizeof *pv->scratch);
-      if (pv->scratch == NULL) abort();
+      pv->scratch_fn = realloc(pv->scratch_fn, pv->scratch_cap * sizeof *pv->scratch_fn);
+      if (pv->scratch == NULL || pv->scratch_fn == NULL) abort();
     }
     memcpy(pv->scratch + depth, pv->loc_frames[pos], pv->loc_depth[pos] * sizeof *pv->scratch);
+    memcpy(pv->scratch_fn + depth, pv->loc_fns[pos], pv->loc_depth[pos] * sizeof *pv->scratch_fn);
     depth += pv->loc_depth[pos];
   }
   return depth;
@@ -421,6 +584,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
   pindex_t ix;
   pindex_init(&ix, p);
   bool named = name_locations(v, &ix, o->lines);
+  if (named) drop_locations(v, &ix);
   pv->fold_match = calloc(v->n_names + 1, 1);
   pv->fold_std_match = calloc(v->n_names + 1, 1);
   pv->focus_match = calloc(v->n_names + 1, 1);
@@ -440,7 +604,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
       snprintf(pv->over, sizeof pv->over, "a stack of more than %zu frames", PROFILE_MAX_FRAMES);
       break;
     }
-    uint32_t *frames = pv->scratch;
+    uint32_t *frames = pv->scratch, *fns = pv->scratch_fn;
     frames_all += depth;
     for (size_t k = 0; k < depth; k++) text += pv->name_len[frames[k]] + 1;
     if (frames_all > max_frames || text > max_text) {
@@ -449,12 +613,17 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
                frames_all > max_frames ? "frames" : "bytes of frame names", (unsigned long long)size);
       break;
     }
-    while (depth > 1 && folds(v, o, frames[0])) {
+    while (depth > 1 && folds(v, o, fns[0])) {
       frames++;
+      fns++;
       depth--;
     }
-    if (o->has_focus && !any_matches(v, &o->focus, pv->focus_match, frames, depth)) continue;
-    if (o->has_ignore && any_matches(v, &o->ignore, pv->ignore_match, frames, depth)) continue;
+    if (o->has_focus && !any_matches(v, &o->focus, pv->focus_match, frames, depth) &&
+        !(o->lines && any_matches(v, &o->focus, pv->focus_match, fns, depth)))
+      continue;
+    if (o->has_ignore && (any_matches(v, &o->ignore, pv->ignore_match, frames, depth) ||
+                          (o->lines && any_matches(v, &o->ignore, pv->ignore_match, fns, depth))))
+      continue;
     if (o->n_tags != 0 && !view_tags_match(p, smp, o->tags, o->n_tags)) continue;
     view_stack_t *st = &v->stacks[v->n_stacks++];
     st->frames = malloc((depth ? depth : 1) * sizeof *st->frames);
@@ -480,7 +649,10 @@ void view_free(view_t *v)
   view_priv_t *pv = v->priv;
   if (pv != NULL) {
     for (size_t i = 0; pv->loc_frames != NULL && i < v->p->n_location; i++) free(pv->loc_frames[i]);
+    for (size_t i = 0; pv->loc_fns != NULL && i < v->p->n_location; i++) free(pv->loc_fns[i]);
     free(pv->loc_frames);
+    free(pv->loc_fns);
+    free(pv->loc_drop);
     free(pv->loc_depth);
     free(pv->slot);
     free(pv->name_len);
@@ -489,6 +661,7 @@ void view_free(view_t *v)
     free(pv->line_names);
     free(pv->map_base);
     free(pv->scratch);
+    free(pv->scratch_fn);
     free(pv->fold_match);
     free(pv->fold_std_match);
     free(pv->focus_match);

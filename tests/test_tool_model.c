@@ -1,0 +1,235 @@
+/* test_tool_model.c - the report model every command shares (tools/view.c): the profile's drop_frames,
+ * folding with and without --lines, and frames without a source line, each compared with what
+ * `go tool pprof` reports on the same file (those comparisons are skipped without go on PATH).
+ *
+ * Percentages: ours print one decimal, pprof's two; the same estimate rounds to within 0.05 + 0.005 of
+ * each other, so rows agree when they differ by at most 0.06 points. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pprof_util.h"
+#include "suites.h"
+#include "tool_util.h"
+
+#if MPROF_PPROF
+
+#define PCT_TOL 0.06
+
+/* flat% of the first row of a top listing (ours or pprof's) whose line ends with `suffix` (after a space,
+ * or a '/': pprof prints a file's path as the compiler had it): the first field ending in '%'; -1 when
+ * there is no such row. */
+static double flat_pct(const char *out, const char *suffix)
+{
+  size_t k = strlen(suffix);
+  for (const char *l = out; *l != '\0';) {
+    const char *nl = strchr(l, '\n');
+    size_t n = nl != NULL ? (size_t)(nl - l) : strlen(l);
+    if (n > k && memcmp(l + n - k, suffix, k) == 0 && (l[n - k - 1] == ' ' || l[n - k - 1] == '/')) {
+      for (const char *f = l; f < l + n; f++) {
+        if (*f == '%') {
+          const char *start = f;
+          while (start > l && start[-1] != ' ') start--;
+          return strtod(start, NULL);
+        }
+      }
+    }
+    if (nl == NULL) break;
+    l = nl + 1;
+  }
+  return -1;
+}
+
+/* Whether any line of out contains `text`. */
+static bool mentions(const char *out, const char *text)
+{
+  return strstr(out, text) != NULL;
+}
+
+static probe_run_t tool_ok(const char *const *args)
+{
+  probe_run_t r = tool_run(args, NULL);
+  probe_assert_exit0(&r, args[0]);
+  return r;
+}
+
+/* tests/sym_prog's profile at rate 1 (every byte counted: the shares are exact), symbolized by run. */
+static void sym_prog_profile(char *path, size_t len)
+{
+  char dir[PATH_MAX];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(path, len, "%s/sym.pb.gz", dir);
+  probe_run_t r = tool_ok((const char *const[]){"run", "-r", "1", "-o", path, probe_getenv("MPROF_TEST_SYM_PROG"),
+                                                NULL});
+  probe_run_free(&r);
+}
+
+/* A program linked with the static library: the library's own frames (mprof_*, the unwinder's) and
+ * malloc are the program's, and only the profile's drop_frames ("^(malloc|...|mprof_.*)$") hides
+ * them.  pprof_probe's leak mode: 1000 x 1000 B live from leaky_function, at rate 4096 (seed fixed).
+ * Every report must charge leaky_function what go tool pprof charges it (99.4% here: printf's buffer
+ * is the rest), and none may show a frame of the library. */
+START_TEST(model_static_link_drop_frames)
+{
+  const char *probe = probe_getenv("MPROF_TEST_STATIC_PROBE");
+  if (access(probe, X_OK) != 0) return;                /* no static library built: nothing to run */
+  char dir[PATH_MAX], prefix[PATH_MAX + 16], path[PATH_MAX + 64], env[PATH_MAX + 64];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(prefix, sizeof prefix, "%s/prof", dir);
+  snprintf(env, sizeof env, "MIMALLOC_PROF_PREFIX=%s", prefix);
+  probe_opts_t opts = {.env = (const char *const[]){"MIMALLOC_PROF=1", "MIMALLOC_PROF_FINAL=1",
+                                                    "MIMALLOC_PROF_SAMPLE_RATE=4096", "MIMALLOC_PROF_SEED=35",
+                                                    env, NULL}};
+  probe_run_t r = probe_run(probe, (const char *const[]){"leak", "1000", "1000", NULL}, &opts);
+  probe_assert_exit0(&r, "static_probe");
+  snprintf(path, sizeof path, "%s.%d.000000.f.pb.gz", prefix, (int)r.pid);
+  probe_run_free(&r);
+  probe_run_t s = tool_ok((const char *const[]){"symbolize", path, NULL});
+  probe_run_free(&s);
+
+  probe_run_t top = tool_ok((const char *const[]){"top", path, NULL});
+  double ours = flat_pct(top.out, "leaky_function");
+  ck_assert_msg(ours > 90.0, "top:\n%s", top.out);
+  probe_run_t tree = tool_ok((const char *const[]){"tree", path, NULL});
+  probe_run_t folded = tool_ok((const char *const[]){"folded", path, NULL});
+  probe_run_t lines = tool_ok((const char *const[]){"top", "--lines", path, NULL});
+  const probe_run_t *reports[] = {&top, &tree, &folded, &lines};
+  for (size_t i = 0; i < 4; i++) {
+    ck_assert_msg(!mentions(reports[i]->out, "mprof_") && !mentions(reports[i]->out, "unwind_") &&
+                  !mentions(reports[i]->out, ";malloc") && !mentions(reports[i]->out, " malloc\n"),
+                  "a frame of the library in report %zu:\n%s", i, reports[i]->out);
+  }
+  ck_assert_msg(flat_pct(lines.out, "tests/pprof_probe.c:113") == ours, "top --lines:\n%s", lines.out);
+  char go[PATH_MAX];
+  if (go_find(go, sizeof go)) {
+    probe_run_t ref = go_pprof(go, (const char *const[]){"-top", "-sample_index=inuse_space", path, NULL});
+    probe_assert_exit0(&ref, "go tool pprof -top");
+    double theirs = flat_pct(ref.out, "leaky_function");
+    ck_assert_msg(theirs > 0 && fabs(ours - theirs) <= PCT_TOL, "ours %.2f, pprof %.2f:\n%.1000s\n%.1000s", ours, theirs,
+                  top.out, ref.out);
+    probe_run_free(&ref);
+  }
+  for (size_t i = 0; i < 4; i++) probe_run_free((probe_run_t *)reports[i]);
+}
+END_TEST
+
+/* --fold and --fold-alloc match the function's name, so they fold with --lines as without: folding the
+ * inlined Pool<double>::make charges its 1 MiB (72.5%) to fill's line 34, as pprof's -hide of the same
+ * expression does with -lines; --fold-alloc takes std::__new_allocator<...>::allocate away, and both fold
+ * in top, tree, folded and flame alike. */
+START_TEST(model_fold_with_lines)
+{
+  char path[PATH_MAX + 16], dir[PATH_MAX], svg[PATH_MAX + 16];
+  sym_prog_profile(path, sizeof path);
+  static const char re[] = "::make\\(unsigned long\\)$|^std::__new_allocator<.*>::allocate";
+  probe_run_t top = tool_ok((const char *const[]){"top", "--lines", "--fold", re, path, NULL});
+  double fill = flat_pct(top.out, "tests/sym_prog.cc:34");
+  ck_assert_msg(fill > 70.0 && fill < 75.0, "top --lines --fold:\n%.1500s", top.out);
+  ck_assert_msg(!mentions(top.out, "::make("), "top --lines --fold:\n%.1500s", top.out);
+  char go[PATH_MAX];
+  if (go_find(go, sizeof go)) {
+    char hide[128];
+    snprintf(hide, sizeof hide, "-hide=%s", re);
+    probe_run_t ref = go_pprof(go, (const char *const[]){"-top", "-lines", "-sample_index=inuse_space", hide, path,
+                                                         NULL});
+    probe_assert_exit0(&ref, "go tool pprof -top -lines -hide");
+    double theirs = flat_pct(ref.out, "sym_prog.cc:34");
+    ck_assert_msg(fabs(fill - theirs) <= PCT_TOL, "ours %.2f, pprof %.2f:\n%.1000s\n%.1000s", fill, theirs, top.out, ref.out);
+    probe_run_free(&ref);
+  }
+  probe_run_free(&top);
+
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(svg, sizeof svg, "%s/f.svg", dir);
+  static const char make_re[] = "::make\\(unsigned long\\)$";
+  probe_run_t tree = tool_ok((const char *const[]){"tree", "--lines", "--fold-alloc", "--fold", make_re, path, NULL});
+  probe_run_t folded =
+    tool_ok((const char *const[]){"folded", "--lines", "--fold-alloc", "--fold", make_re, path, NULL});
+  probe_run_t flame =
+    tool_ok((const char *const[]){"flame", "--lines", "--fold-alloc", "--fold", make_re, "-o", svg, path, NULL});
+  probe_run_t ftop =
+    tool_ok((const char *const[]){"top", "--lines", "--fold-alloc", "--fold", make_re, "-n", "1000", path, NULL});
+  FILE *f = fopen(svg, "r");
+  ck_assert_ptr_nonnull(f);
+  char *svg_text = NULL;
+  size_t svg_len = 0;
+  ck_assert_int_ge(getdelim(&svg_text, &svg_len, '\0', f), 0);
+  fclose(f);
+  const char *outs[] = {tree.out, folded.out, ftop.out, svg_text};
+  for (size_t i = 0; i < 4; i++) {
+    ck_assert_msg(!mentions(outs[i], "allocate(unsigned long, void const*)") && !mentions(outs[i], "::make("),
+                  "an allocator frame left by --fold-alloc --lines in report %zu:\n%.1500s", i, outs[i]);
+    ck_assert_msg(mentions(outs[i], "Pool&lt;double&gt;::fill") || mentions(outs[i], "Pool<double>::fill"),
+                  "report %zu:\n%.1500s", i, outs[i]);
+  }
+  free(svg_text);
+  probe_run_free(&tree);
+  probe_run_free(&folded);
+  probe_run_free(&flame);
+  probe_run_free(&ftop);
+}
+END_TEST
+
+/* A location without line information shows none: _start (crt1.o has no DWARF; addr2line says ??:?)
+ * has line 0 and no file in the profile, a row without file:line in top --lines, and go tool pprof -raw
+ * prints it with line 0. */
+START_TEST(model_location_without_line)
+{
+  char path[PATH_MAX + 16];
+  sym_prog_profile(path, sizeof path);
+  profile_t *p = tool_profile(path);
+  pindex_t ix;
+  pindex_init(&ix, p);
+  size_t seen = 0;
+  for (size_t i = 0; i < p->n_location; i++) {
+    const location_t *l = p->location[i];
+    for (size_t k = 0; k < l->n_line; k++) {
+      if (strcmp(tool_line_name(p, &ix, l, k), "_start") != 0) continue;
+      const function_t *fn = pindex_function(&ix, l->line[k]->function_id);
+      ck_assert_int_eq(l->line[k]->line, 0);
+      ck_assert_str_eq(pstr(p, fn->filename), "");
+      seen++;
+    }
+  }
+  ck_assert_uint_ge(seen, 1);
+  pindex_free(&ix);
+  profile_free(p);
+  probe_run_t top = tool_ok((const char *const[]){"top", "--lines", "-n", "1000", path, NULL});
+  ck_assert_msg(flat_pct(top.out, "_start") == 0.0, "top --lines:\n%s", top.out);
+  probe_run_free(&top);
+  char go[PATH_MAX];
+  if (go_find(go, sizeof go)) {
+    probe_run_t raw = go_pprof(go, (const char *const[]){"-raw", path, NULL});
+    probe_assert_exit0(&raw, "go tool pprof -raw");
+    const char *at = strstr(raw.out, " _start ");
+    ck_assert_msg(at != NULL && strncmp(at, " _start :0 ", 10) == 0, "go tool pprof -raw:\n%s", raw.out);
+    probe_run_free(&raw);
+  }
+}
+END_TEST
+
+Suite *tool_model_suite(void)
+{
+  Suite *s = suite_create("model");
+  TCase *tc = tcase_create("model");
+  tcase_set_timeout(tc, 120);
+  tcase_add_unchecked_fixture(tc, tool_dirs_setup, tool_dirs_teardown);
+  tcase_add_test(tc, model_static_link_drop_frames);
+  tcase_add_test(tc, model_fold_with_lines);
+  tcase_add_test(tc, model_location_without_line);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+#else
+
+Suite *tool_model_suite(void)
+{
+  return suite_create("model");
+}
+
+#endif
