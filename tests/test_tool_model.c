@@ -63,8 +63,8 @@ static void sym_prog_profile(char *path, size_t len)
   char dir[PATH_MAX];
   tool_tmpdir(dir, sizeof dir);
   snprintf(path, len, "%s/sym.pb.gz", dir);
-  probe_run_t r = tool_ok((const char *const[]){"run", "-r", "1", "-o", path, probe_getenv("MPROF_TEST_SYM_PROG"),
-                                                NULL});
+  const char *prog = probe_getenv("MPROF_TEST_SYM_PROG");
+  probe_run_t r = tool_ok((const char *const[]){"run", "-r", "1", "-o", path, prog, NULL});
   probe_run_free(&r);
 }
 
@@ -109,8 +109,8 @@ START_TEST(model_static_link_drop_frames)
     probe_run_t ref = go_pprof(go, (const char *const[]){"-top", "-sample_index=inuse_space", path, NULL});
     probe_assert_exit0(&ref, "go tool pprof -top");
     double theirs = flat_pct(ref.out, "leaky_function");
-    ck_assert_msg(theirs > 0 && fabs(ours - theirs) <= PCT_TOL, "ours %.2f, pprof %.2f:\n%.1000s\n%.1000s", ours, theirs,
-                  top.out, ref.out);
+    ck_assert_msg(theirs > 0 && fabs(ours - theirs) <= PCT_TOL, "ours %.2f, pprof %.2f:\n%.1000s\n%.1000s",
+                  ours, theirs, top.out, ref.out);
     probe_run_free(&ref);
   }
   for (size_t i = 0; i < 4; i++) probe_run_free((probe_run_t *)reports[i]);
@@ -134,11 +134,12 @@ START_TEST(model_fold_with_lines)
   if (go_find(go, sizeof go)) {
     char hide[128];
     snprintf(hide, sizeof hide, "-hide=%s", re);
-    probe_run_t ref = go_pprof(go, (const char *const[]){"-top", "-lines", "-sample_index=inuse_space", hide, path,
-                                                         NULL});
+    probe_run_t ref =
+      go_pprof(go, (const char *const[]){"-top", "-lines", "-sample_index=inuse_space", hide, path, NULL});
     probe_assert_exit0(&ref, "go tool pprof -top -lines -hide");
     double theirs = flat_pct(ref.out, "sym_prog.cc:34");
-    ck_assert_msg(fabs(fill - theirs) <= PCT_TOL, "ours %.2f, pprof %.2f:\n%.1000s\n%.1000s", fill, theirs, top.out, ref.out);
+    ck_assert_msg(fabs(fill - theirs) <= PCT_TOL, "ours %.2f, pprof %.2f:\n%.1000s\n%.1000s", fill, theirs,
+                  top.out, ref.out);
     probe_run_free(&ref);
   }
   probe_run_free(&top);
@@ -146,13 +147,16 @@ START_TEST(model_fold_with_lines)
   tool_tmpdir(dir, sizeof dir);
   snprintf(svg, sizeof svg, "%s/f.svg", dir);
   static const char make_re[] = "::make\\(unsigned long\\)$";
-  probe_run_t tree = tool_ok((const char *const[]){"tree", "--lines", "--fold-alloc", "--fold", make_re, path, NULL});
+  probe_run_t tree =
+    tool_ok((const char *const[]){"tree", "--lines", "--fold-alloc", "--fold", make_re, path, NULL});
   probe_run_t folded =
     tool_ok((const char *const[]){"folded", "--lines", "--fold-alloc", "--fold", make_re, path, NULL});
   probe_run_t flame =
-    tool_ok((const char *const[]){"flame", "--lines", "--fold-alloc", "--fold", make_re, "-o", svg, path, NULL});
+    tool_ok((const char *const[]){"flame", "--lines", "--fold-alloc", "--fold", make_re, "-o", svg, path,
+                                  NULL});
   probe_run_t ftop =
-    tool_ok((const char *const[]){"top", "--lines", "--fold-alloc", "--fold", make_re, "-n", "1000", path, NULL});
+    tool_ok((const char *const[]){"top", "--lines", "--fold-alloc", "--fold", make_re, "-n", "1000", path,
+                                  NULL});
   FILE *f = fopen(svg, "r");
   ck_assert_ptr_nonnull(f);
   char *svg_text = NULL;
@@ -212,6 +216,129 @@ START_TEST(model_location_without_line)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------------
+   Standard errors (top and tree --stderr, diff's noise marks)
+--------------------------------------------------------------------------------------------------- */
+
+/* A final profile of pprof_probe's leak mode (n blocks of 1000 B live at exit from leaky_function) at
+ * rate 4096 with this seed, into path. */
+static void leak_profile(const char *dir, const char *probe, unsigned seed, const char *n, char *path,
+                         size_t len)
+{
+  char prefix[PATH_MAX + 32], env_prefix[PATH_MAX + 64], env_seed[64];
+  snprintf(prefix, sizeof prefix, "%s/leak%u", dir, seed);
+  snprintf(env_prefix, sizeof env_prefix, "MIMALLOC_PROF_PREFIX=%s", prefix);
+  snprintf(env_seed, sizeof env_seed, "MIMALLOC_PROF_SEED=%u", seed);
+  probe_opts_t opts = {.env = (const char *const[]){"MIMALLOC_PROF=1", "MIMALLOC_PROF_FINAL=1",
+                                                    "MIMALLOC_PROF_SAMPLE_RATE=4096", env_seed, env_prefix,
+                                                    NULL}};
+  probe_run_t r = probe_run(probe, (const char *const[]){"leak", n, "1000", NULL}, &opts);
+  probe_assert_exit0(&r, "pprof_probe leak");
+  snprintf(path, len, "%s.%d.000000.f.pb.gz", prefix, (int)r.pid);
+  probe_run_free(&r);
+}
+
+/* An amount as the reports print it ("996 KiB", "59.3 KiB", "512 B") at s, in bytes. */
+static double human_bytes(const char *s)
+{
+  char *end;
+  double v = strtod(s, &end);
+  while (*end == ' ') end++;
+  if (strncmp(end, "KiB", 3) == 0) return v * 1024;
+  if (strncmp(end, "MiB", 3) == 0) return v * 1024 * 1024;
+  if (strncmp(end, "GiB", 3) == 0) return v * 1024 * 1024 * 1024;
+  ck_assert_msg(strncmp(end, "B", 1) == 0, "not an amount: %s", s);
+  return v;
+}
+
+/* The flat value and its standard error in the row of `name` of `top --stderr`. */
+static void stderr_row(const char *out, const char *name, double *value, double *se)
+{
+  size_t k = strlen(name);
+  for (const char *l = out; *l != '\0';) {
+    const char *nl = strchr(l, '\n');
+    size_t n = nl != NULL ? (size_t)(nl - l) : strlen(l);
+    if (n > k && memcmp(l + n - k, name, k) == 0 && l[n - k - 1] == ' ') {
+      const char *pm = strstr(l, "\u00b1");
+      ck_assert_msg(pm != NULL && pm < l + n, "no standard error in: %.*s", (int)n, l);
+      *value = human_bytes(l + strspn(l, " "));
+      *se = human_bytes(pm + 2);
+      return;
+    }
+    if (nl == NULL) break;
+    l = nl + 1;
+  }
+  ck_abort_msg("no row %s in:\n%.2000s", name, out);
+}
+
+/* top --stderr against the spread of the estimates over 20 seeds.  1000 live blocks of s = 1000 B at
+ * R = 4096: p = 1 - e^(-s/R) = 0.2166; the estimate's true standard deviation is
+ * sqrt(n s^2 (1 - p) / p) = 60,140 B (6.0%).  The printed standard error is the estimator
+ * sqrt(B s (1 - p) / p), which moves with the estimate B (by about half its 6%: 3%); its mean over 20
+ * seeds must lie within 10% of 60,140 B (more than 10 standard deviations of that mean), and the truth
+ * within 2 printed standard errors in at least 16 of 20 runs (95.4% each; fewer than 16: P < 0.005). */
+START_TEST(model_stderr_spread)
+{
+  char dir[PATH_MAX], path[PATH_MAX + 64];
+  tool_tmpdir(dir, sizeof dir);
+  const char *probe = probe_getenv("MPROF_TEST_PPROF_PROBE");
+  const double truth = 1000.0 * 1000, sigma = 60140;
+  double se_sum = 0;
+  int covered = 0;
+  for (unsigned seed = 101; seed <= 120; seed++) {
+    leak_profile(dir, probe, seed, "1000", path, sizeof path);
+    probe_run_t top = tool_ok((const char *const[]){"top", "--stderr", path, NULL});
+    ck_assert_msg(strstr(top.out, "stderr") != NULL, "%s", top.out);
+    double value, se;
+    stderr_row(top.out, "leaky_function", &value, &se);
+    se_sum += se;
+    covered += fabs(value - truth) < 2 * se;
+    probe_run_free(&top);
+  }
+  ck_assert_msg(fabs(se_sum / 20 - sigma) < 0.1 * sigma, "mean standard error %.0f B, expected %.0f B",
+                se_sum / 20, sigma);
+  ck_assert_msg(covered >= 16, "the truth within 2 standard errors in %d of 20 runs", covered);
+  probe_run_t tree = tool_ok((const char *const[]){"tree", "--stderr", path, NULL});
+  ck_assert_msg(strstr(tree.out, "\u00b1") != NULL, "%s", tree.out);
+  probe_run_free(&tree);
+}
+END_TEST
+
+/* diff marks a change within 2 standard errors (sqrt(se_base^2 + se_new^2): the runs are independent)
+ * as noise, by default: two runs of the same program with other seeds are marked exactly when the
+ * standard errors top --stderr prints for them say so; a real change (1000 -> 2000 blocks: +977 KiB
+ * against a standard error of about sqrt(60^2 + 85^2) = 104 KB) is not; --noise 0 marks nothing. */
+START_TEST(model_diff_noise)
+{
+  char dir[PATH_MAX], a[PATH_MAX + 64], b[PATH_MAX + 64], c[PATH_MAX + 64];
+  tool_tmpdir(dir, sizeof dir);
+  const char *probe = probe_getenv("MPROF_TEST_PPROF_PROBE");
+  leak_profile(dir, probe, 35, "1000", a, sizeof a);
+  leak_profile(dir, probe, 36, "1000", b, sizeof b);
+  leak_profile(dir, probe, 37, "2000", c, sizeof c);
+  double va, sa, vb, sb;
+  probe_run_t ta = tool_ok((const char *const[]){"top", "--stderr", a, NULL});
+  probe_run_t tb = tool_ok((const char *const[]){"top", "--stderr", b, NULL});
+  stderr_row(ta.out, "leaky_function", &va, &sa);
+  stderr_row(tb.out, "leaky_function", &vb, &sb);
+  bool noise = fabs(vb - va) < 2 * sqrt(sa * sa + sb * sb);
+  probe_run_t same = tool_ok((const char *const[]){"diff", a, b, NULL});
+  ck_assert_msg(strstr(same.out, "(noise): a flat change within 2 standard errors") != NULL, "%s", same.out);
+  if (fabs(vb - va) > 0.02 * (sa + sb))                     /* not too close to call at 3 digits */
+    ck_assert_msg((strstr(same.out, "(noise) leaky_function") != NULL) == noise,
+                  "%.0f -> %.0f (se %.0f, %.0f):\n%s", va, vb, sa, sb, same.out);
+  probe_run_t grew = tool_ok((const char *const[]){"diff", a, c, NULL});
+  ck_assert_msg(strstr(grew.out, "  leaky_function") != NULL &&
+                strstr(grew.out, "(noise) leaky_function") == NULL, "%s", grew.out);
+  probe_run_t off = tool_ok((const char *const[]){"diff", "--noise", "0", a, b, NULL});
+  ck_assert_msg(strstr(off.out, "(noise)") == NULL, "%s", off.out);
+  probe_run_t bad = tool_run((const char *const[]){"diff", "--noise", "-1", a, b, NULL}, NULL);
+  tool_assert_usage_error(&bad, "diff", "--noise");
+  probe_run_t *runs[] = {&ta, &tb, &same, &grew, &off, &bad};
+  for (size_t i = 0; i < 6; i++) probe_run_free(runs[i]);
+}
+END_TEST
+
 Suite *tool_model_suite(void)
 {
   Suite *s = suite_create("model");
@@ -221,6 +348,8 @@ Suite *tool_model_suite(void)
   tcase_add_test(tc, model_static_link_drop_frames);
   tcase_add_test(tc, model_fold_with_lines);
   tcase_add_test(tc, model_location_without_line);
+  tcase_add_test(tc, model_stderr_spread);
+  tcase_add_test(tc, model_diff_noise);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -151,11 +151,18 @@ START_TEST(tool_report_diff_and_merge)
   };
   tool_synthetic(q, grown, 3, 0x7f0000000000ull, NULL);
   snprintf(d, sizeof d, "%s/diff.pb.gz", dir);
+  /* At the synthetic profiles' rate (512 KiB) and block size (1 KiB), grow's 3 -> 4 MiB is noise: its
+   * standard error is sqrt(3 MiB x 512 KiB + 4 MiB x 512 KiB) = 1.87 MiB (tools/view.c), twice that
+   * 3.7 MiB.  --noise 0 shows the rows unmarked. */
   probe_run_t r = run_ok((const char *const[]){"diff", "-o", d, p, q, NULL});
+  assert_row(r.out, "grow", "+1.00 MiB +1.00 MiB (noise) grow");
+  probe_run_free(&r);
+  r = run_ok((const char *const[]){"diff", "--noise", "0", "-o", d, p, q, NULL});
   ck_assert_msg(strstr(r.out, "inuse_space: 6.50 MiB (BASE) -> 6.50 MiB (NEW), change +0 B") != NULL, "%s", r.out);
   assert_row(r.out, "grow", "+1.00 MiB +1.00 MiB grow");
   assert_row(r.out, "gamma", "-1.00 MiB -1.00 MiB gamma");
   ck_assert_msg(strstr(r.out, "operator new") == NULL, "unchanged site listed:\n%s", r.out);
+  ck_assert_msg(strstr(r.out, "(noise)") == NULL, "%s", r.out);
   profile_free(tool_profile(d));
   probe_run_free(&r);
   snprintf(m, sizeof m, "%s/merged.pb.gz", dir);

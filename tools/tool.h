@@ -244,6 +244,8 @@ typedef struct view_opts_s {
   bool        fold_std;         /* fold the allocator wrappers of C++ and common C helpers */
   long        rows;             /* -n: rows or stacks to show */
   bool        sort_cum;         /* --sort=cum */
+  bool        show_stderr;      /* top, tree --stderr: each row's standard error */
+  double      noise;            /* diff --noise K: changes within K standard errors are noise (2) */
   double      min_share;        /* tree: hide nodes below this fraction of the total */
   view_tag_t *tags;             /* --tag: only samples whose labels match */
   size_t      n_tags;
@@ -257,6 +259,9 @@ typedef struct view_opts_s {
 #define VIEW_OPT_SORT    0x105
 #define VIEW_OPT_FOLDSTD 0x106
 #define VIEW_OPT_TAG     0x107
+#define VIEW_OPT_STDERR  0x108
+#define VIEW_OPT_NOISE   0x109
+#define VIEW_STDERR_OPTION {"stderr", no_argument, NULL, VIEW_OPT_STDERR}
 #define VIEW_LONG_OPTIONS \
   {"sample-index", required_argument, NULL, 's'}, {"focus", required_argument, NULL, VIEW_OPT_FOCUS}, \
   {"tag", required_argument, NULL, VIEW_OPT_TAG}, \
@@ -274,6 +279,7 @@ typedef struct view_stack_s {
   uint32_t  depth;
   int64_t   value;
   int64_t   objects;             /* the matching count (inuse_objects for inuse_space, ...), or 0 */
+  double    var;                 /* the estimated variance of value (view_variance), 0 when unknown */
   size_t    sample;              /* its sample: p->sample[sample] */
 } view_stack_t;
 
@@ -291,6 +297,7 @@ typedef struct view_s {
   int64_t      total_all;        /* over every sample, before focus/ignore */
   int64_t      named_leaf;       /* of total: stacks whose innermost frame is named */
   size_t       unnamed_frames;   /* frames (of kept stacks) shown as module+offset */
+  bool         has_var;          /* the profile gives what variances need (a rate, the paired type) */
   void        *priv;
 } view_t;
 
@@ -313,8 +320,11 @@ const char *view_value(const view_t *v, int64_t value, char *buf, size_t len);
 typedef struct view_site_s {
   uint32_t name;
   int64_t  flat, cum;
+  double   flat_var, cum_var;    /* their estimated variances (sums over the stacks) */
 } view_site_t;
 view_site_t *view_sites(const view_t *v, size_t *n);   /* one per name with a nonzero flat or cum */
+/* "+-1.23 MiB": the standard error for a variance, as view_value prints values ("?" when !v->has_var). */
+const char *view_stderr(const view_t *v, double var, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------------------------------
    "labels.c": --tag filters, the table of a label's values (top --by), amounts with units
@@ -421,6 +431,7 @@ typedef struct ctree_node_s {
   int64_t  value;                /* of the stacks through this node */
   int64_t  self;                 /* of the stacks ending here */
   int64_t  objects;
+  double   var;                  /* the estimated variance of value */
 } ctree_node_t;
 
 typedef struct ctree_s {

@@ -23,6 +23,7 @@
 #include "tool.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +93,7 @@ void view_opts_init(view_opts_t *o)
   memset(o, 0, sizeof *o);
   o->rows = 20;
   o->min_share = 0.01;
+  o->noise = 2;
 }
 
 void view_opts_free(view_opts_t *o)
@@ -129,6 +131,15 @@ int view_option(view_opts_t *o, int c, const char *arg)
   case VIEW_OPT_FOLDSTD: o->fold_std = true; return 0;
   case VIEW_OPT_TAG: return view_tag_option(o, arg);
   case VIEW_OPT_LINES: o->lines = true; return 0;
+  case VIEW_OPT_STDERR: o->show_stderr = true; return 0;
+  case VIEW_OPT_NOISE: {
+    char *end;
+    double k = strtod(arg, &end);
+    if (end == arg || *end != '\0' || !(k >= 0 && k <= 1000))
+      return tool_usage_error("--noise '%s': expected a number of standard errors from 0 to 1000", arg);
+    o->noise = k;
+    return 0;
+  }
   case VIEW_OPT_SORT:
     if (strcmp(arg, "flat") == 0) o->sort_cum = false;
     else if (strcmp(arg, "cum") == 0) o->sort_cum = true;
@@ -504,6 +515,58 @@ static size_t objects_index(const view_t *v)
   return profile_sample_type(v->p, name);
 }
 
+/* The type paired with the one shown, the other half of its estimate: X_objects for X_space, X_space for
+ * X_objects; SIZE_MAX when there is none. */
+static size_t paired_index(const view_t *v)
+{
+  if (v->bytes) return objects_index(v);
+  char name[128];
+  const char *us = strrchr(v->type, '_');
+  if (us == NULL || strcmp(us, "_objects") != 0) return SIZE_MAX;
+  snprintf(name, sizeof name, "%.*s_space", (int)(us - v->type), v->type);
+  return profile_sample_type(v->p, name);
+}
+
+/* The estimated variance of a sample's value (top and tree --stderr, diff's noise).
+ *
+ * A block of s bytes is sampled with probability p = 1 - exp(-s/R) (R: the rate, the profile's period),
+ * independently of every other block (Poisson sampling), and a sampled one stands for 1/p blocks and s/p
+ * bytes.  An estimate is so a Horvitz-Thompson sum, and the sum over the sampled blocks of
+ *     s^2 (1 - p) / p^2   (bytes)        (1 - p) / p^2   (objects)
+ * estimates its variance without bias.  A profile's sample keeps the totals of its blocks, bytes B and
+ * objects N, not the blocks; its blocks have one size class (the bytes label: within 20%), so with
+ * s = B / N and p = 1 - exp(-s/R), N p blocks were sampled and
+ *     Var(B) = B s (1 - p) / p,          Var(N) = N (1 - p) / p,
+ * exact when the blocks share one size.  For s much smaller than R, Var(B) is about B R: the standard
+ * error of B bytes is sqrt(B R), 2.2% of 1 GiB at the default rate of 512 KiB.  The peak types are
+ * estimated with half of the samples (lib/peak.c: each half samples at rate 2R), so R is 2R for them.
+ * Samples are independent, so a row's variance is the sum over its stacks (view_sites, ctree_build)
+ * and its standard error the root of that.  A sample whose value or paired value is not positive (a
+ * difference of profiles) has no variance of its own: 0. */
+static double sample_variance(const view_t *v, size_t pair, double rate, const sample_t *smp)
+{
+  if (pair >= smp->n_value || v->vi >= smp->n_value) return 0;
+  double own = (double)smp->value[v->vi], other = (double)smp->value[pair];
+  double bytes = v->bytes ? own : other, objects = v->bytes ? other : own;
+  if (!(bytes > 0 && objects > 0)) return 0;
+  double s = bytes / objects, p = -expm1(-s / rate);
+  if (!(p > 0)) return 0;
+  return (v->bytes ? bytes * s : objects) * (1 - p) / p;
+}
+
+const char *view_stderr(const view_t *v, double var, char *buf, size_t len)
+{
+  if (!v->has_var) {
+    snprintf(buf, len, "?");
+    return buf;
+  }
+  char value[32];
+  double se = sqrt(var > 0 ? var : 0);
+  int64_t rounded = se < 0x1p62 ? (int64_t)llround(se) : INT64_MAX;
+  snprintf(buf, len, "\u00b1%s", view_value(v, rounded, value, sizeof value));
+  return buf;
+}
+
 int view_open(view_t *v, const char *path, const view_opts_t *o)
 {
   char err[512];
@@ -593,7 +656,9 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
   if (pv->fold_match == NULL || pv->fold_std_match == NULL || pv->focus_match == NULL ||
       pv->ignore_match == NULL || v->stacks == NULL)
     abort();
-  size_t oi = objects_index(v);
+  size_t oi = objects_index(v), pair = paired_index(v);
+  double rate = (double)p->period * (strncmp(v->type, "peak_", 5) == 0 ? 2 : 1);
+  v->has_var = p->period > 0 && pair != SIZE_MAX;
   for (size_t s = 0; named && s < p->n_sample; s++) {
     const sample_t *smp = p->sample[s];
     if (v->vi >= smp->n_value || smp->value[v->vi] == 0) continue;
@@ -633,6 +698,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
     st->value = value;
     st->sample = s;
     st->objects = oi != SIZE_MAX && oi < smp->n_value ? smp->value[oi] : 0;
+    st->var = v->has_var ? sample_variance(v, pair, rate, smp) : 0;
     v->total = tool_add(v->total, value);
     if (depth > 0 && v->named[frames[0]]) v->named_leaf = tool_add(v->named_leaf, value);
     for (size_t k = 0; k < depth; k++) v->unnamed_frames += !v->named[frames[k]];
@@ -702,26 +768,35 @@ void view_hint(const view_t *v, const view_opts_t *o, FILE *f)
 view_site_t *view_sites(const view_t *v, size_t *n)
 {
   int64_t *flat = calloc(v->n_names + 1, sizeof *flat), *cum = calloc(v->n_names + 1, sizeof *cum);
+  double *flat_var = calloc(v->n_names + 1, sizeof *flat_var);
+  double *cum_var = calloc(v->n_names + 1, sizeof *cum_var);
   size_t *last = calloc(v->n_names + 1, sizeof *last);
-  if (flat == NULL || cum == NULL || last == NULL) abort();
+  if (flat == NULL || cum == NULL || flat_var == NULL || cum_var == NULL || last == NULL) abort();
   for (size_t s = 0; s < v->n_stacks; s++) {
     const view_stack_t *st = &v->stacks[s];
-    if (st->depth > 0) flat[st->frames[0]] = tool_add(flat[st->frames[0]], st->value);
+    if (st->depth > 0) {
+      flat[st->frames[0]] = tool_add(flat[st->frames[0]], st->value);
+      flat_var[st->frames[0]] += st->var;
+    }
     for (size_t k = 0; k < st->depth; k++) {
       uint32_t id = st->frames[k];
       if (last[id] == s + 1) continue;       /* a recursive function counts once per stack */
       last[id] = s + 1;
       cum[id] = tool_add(cum[id], st->value);
+      cum_var[id] += st->var;
     }
   }
   view_site_t *sites = malloc((v->n_names + 1) * sizeof *sites);
   if (sites == NULL) abort();
   *n = 0;
   for (size_t i = 0; i < v->n_names; i++) {
-    if (flat[i] != 0 || cum[i] != 0) sites[(*n)++] = (view_site_t){(uint32_t)i, flat[i], cum[i]};
+    if (flat[i] != 0 || cum[i] != 0)
+      sites[(*n)++] = (view_site_t){(uint32_t)i, flat[i], cum[i], flat_var[i], cum_var[i]};
   }
   free(flat);
   free(cum);
+  free(flat_var);
+  free(cum_var);
   free(last);
   return sites;
 }
