@@ -1,7 +1,8 @@
 /* tool.h - what the files of the mimalloc-prof command share: messages and option parsing (cli.c),
  * reading and writing profiles (profile.c), building new profiles (pbuild.c), the report model of
- * top/tree/diff/flame/folded (view.c), symbolization (symbolize.c, dwarf.c), demangling (demangle.cc),
- * the control socket of running processes (client.c), and one entry point per subcommand (run.c, top.c, ...).
+ * top/tree/diff/flame/folded (view.c) and its sampling noise (noise.c), symbolization (symbolize.c,
+ * dwarf.c), demangling (demangle.cc), the control socket of running processes (client.c), and one entry
+ * point per subcommand (run.c, top.c, ...).
  *
  * Exit statuses, for every subcommand: 0 success, 1 an error while doing the work (unreadable file,
  * nothing to write), 2 a usage error (bad option or value, wrong number of arguments); `run` passes its
@@ -323,7 +324,19 @@ typedef struct view_site_s {
   double   flat_var, cum_var;    /* their estimated variances (sums over the stacks) */
 } view_site_t;
 view_site_t *view_sites(const view_t *v, size_t *n);   /* one per name with a nonzero flat or cum */
-/* "+-1.23 MiB": the standard error for a variance, as view_value prints values ("?" when !v->has_var). */
+
+/* ---------------------------------------------------------------------------------------------------
+   "noise.c": the sampling noise of the estimates (variances, standard errors)
+--------------------------------------------------------------------------------------------------- */
+
+/* The sample type paired with the view's (X_objects for X_space, X_space for X_objects), or SIZE_MAX. */
+size_t      view_paired_index(const view_t *v);
+/* The estimated variance of sample smp's value at rate `rate` (the period; twice it for peak_*), with
+ * the value of the paired type `pair`: Var(B) = B s (1-p)/p, Var(N) = N (1-p)/p, s = B/N, p = 1 -
+ * exp(-s/R) (noise.c derives it); 0 when a value is not positive. */
+double      view_sample_variance(const view_t *v, size_t pair, double rate, const sample_t *smp);
+/* "\u00b11.23 MiB": the standard error for a variance, as view_value prints values ("?" when
+ * !v->has_var). */
 const char *view_stderr(const view_t *v, double var, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------------------------------

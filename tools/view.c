@@ -23,7 +23,6 @@
 #include "tool.h"
 
 #include <getopt.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -515,58 +514,6 @@ static size_t objects_index(const view_t *v)
   return profile_sample_type(v->p, name);
 }
 
-/* The type paired with the one shown, the other half of its estimate: X_objects for X_space, X_space for
- * X_objects; SIZE_MAX when there is none. */
-static size_t paired_index(const view_t *v)
-{
-  if (v->bytes) return objects_index(v);
-  char name[128];
-  const char *us = strrchr(v->type, '_');
-  if (us == NULL || strcmp(us, "_objects") != 0) return SIZE_MAX;
-  snprintf(name, sizeof name, "%.*s_space", (int)(us - v->type), v->type);
-  return profile_sample_type(v->p, name);
-}
-
-/* The estimated variance of a sample's value (top and tree --stderr, diff's noise).
- *
- * A block of s bytes is sampled with probability p = 1 - exp(-s/R) (R: the rate, the profile's period),
- * independently of every other block (Poisson sampling), and a sampled one stands for 1/p blocks and s/p
- * bytes.  An estimate is so a Horvitz-Thompson sum, and the sum over the sampled blocks of
- *     s^2 (1 - p) / p^2   (bytes)        (1 - p) / p^2   (objects)
- * estimates its variance without bias.  A profile's sample keeps the totals of its blocks, bytes B and
- * objects N, not the blocks; its blocks have one size class (the bytes label: within 20%), so with
- * s = B / N and p = 1 - exp(-s/R), N p blocks were sampled and
- *     Var(B) = B s (1 - p) / p,          Var(N) = N (1 - p) / p,
- * exact when the blocks share one size.  For s much smaller than R, Var(B) is about B R: the standard
- * error of B bytes is sqrt(B R), 2.2% of 1 GiB at the default rate of 512 KiB.  The peak types are
- * estimated with half of the samples (lib/peak.c: each half samples at rate 2R), so R is 2R for them.
- * Samples are independent, so a row's variance is the sum over its stacks (view_sites, ctree_build)
- * and its standard error the root of that.  A sample whose value or paired value is not positive (a
- * difference of profiles) has no variance of its own: 0. */
-static double sample_variance(const view_t *v, size_t pair, double rate, const sample_t *smp)
-{
-  if (pair >= smp->n_value || v->vi >= smp->n_value) return 0;
-  double own = (double)smp->value[v->vi], other = (double)smp->value[pair];
-  double bytes = v->bytes ? own : other, objects = v->bytes ? other : own;
-  if (!(bytes > 0 && objects > 0)) return 0;
-  double s = bytes / objects, p = -expm1(-s / rate);
-  if (!(p > 0)) return 0;
-  return (v->bytes ? bytes * s : objects) * (1 - p) / p;
-}
-
-const char *view_stderr(const view_t *v, double var, char *buf, size_t len)
-{
-  if (!v->has_var) {
-    snprintf(buf, len, "?");
-    return buf;
-  }
-  char value[32];
-  double se = sqrt(var > 0 ? var : 0);
-  int64_t rounded = se < 0x1p62 ? (int64_t)llround(se) : INT64_MAX;
-  snprintf(buf, len, "\u00b1%s", view_value(v, rounded, value, sizeof value));
-  return buf;
-}
-
 int view_open(view_t *v, const char *path, const view_opts_t *o)
 {
   char err[512];
@@ -656,7 +603,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
   if (pv->fold_match == NULL || pv->fold_std_match == NULL || pv->focus_match == NULL ||
       pv->ignore_match == NULL || v->stacks == NULL)
     abort();
-  size_t oi = objects_index(v), pair = paired_index(v);
+  size_t oi = objects_index(v), pair = view_paired_index(v);
   double rate = (double)p->period * (strncmp(v->type, "peak_", 5) == 0 ? 2 : 1);
   v->has_var = p->period > 0 && pair != SIZE_MAX;
   for (size_t s = 0; named && s < p->n_sample; s++) {
@@ -698,7 +645,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
     st->value = value;
     st->sample = s;
     st->objects = oi != SIZE_MAX && oi < smp->n_value ? smp->value[oi] : 0;
-    st->var = v->has_var ? sample_variance(v, pair, rate, smp) : 0;
+    st->var = v->has_var ? view_sample_variance(v, pair, rate, smp) : 0;
     v->total = tool_add(v->total, value);
     if (depth > 0 && v->named[frames[0]]) v->named_leaf = tool_add(v->named_leaf, value);
     for (size_t k = 0; k < depth; k++) v->unnamed_frames += !v->named[frames[k]];
