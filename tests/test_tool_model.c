@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cxx_names.h"
 #include "pprof_util.h"
 #include "suites.h"
 #include "tool_util.h"
@@ -117,16 +118,17 @@ START_TEST(model_static_link_drop_frames)
 }
 END_TEST
 
-/* --fold and --fold-alloc match the function's name, so they fold with --lines as without: folding the
- * inlined Pool<double>::make charges its 1 MiB (72.5%) to fill's line 34, as pprof's -hide of the same
- * expression does with -lines; --fold-alloc takes std::__new_allocator<...>::allocate away, and both fold
- * in top, tree, folded and flame alike. */
+/* --fold and --fold-alloc match the function's full name, so they fold with --lines as without: folding
+ * the inlined Pool<double>::make charges its 1 MiB (72.5%) to fill's line 34, as pprof's -hide of the
+ * same expression does with -lines; --fold-alloc takes std::__new_allocator<...>::allocate away, and both
+ * fold in top, tree, folded and flame alike (with --full-names, so that the names checked are whole). */
 START_TEST(model_fold_with_lines)
 {
   char path[PATH_MAX + 16], dir[PATH_MAX], svg[PATH_MAX + 16];
   sym_prog_profile(path, sizeof path);
-  static const char re[] = "::make\\(unsigned long\\)$|^std::__new_allocator<.*>::allocate";
-  probe_run_t top = tool_ok((const char *const[]){"top", "--lines", "--fold", re, path, NULL});
+  static const char re[] = "::make\\(" MPROF_SIZE_T_NAME "\\)$|^std::__new_allocator<.*>::allocate";
+  probe_run_t top =
+    tool_ok((const char *const[]){"top", "--lines", "--full-names", "--fold", re, path, NULL});
   double fill = flat_pct(top.out, "tests/sym_prog.cc:34");
   ck_assert_msg(fill > 70.0 && fill < 75.0, "top --lines --fold:\n%.1500s", top.out);
   ck_assert_msg(!mentions(top.out, "::make("), "top --lines --fold:\n%.1500s", top.out);
@@ -146,17 +148,16 @@ START_TEST(model_fold_with_lines)
 
   tool_tmpdir(dir, sizeof dir);
   snprintf(svg, sizeof svg, "%s/f.svg", dir);
-  static const char make_re[] = "::make\\(unsigned long\\)$";
+  static const char make_re[] = "::make\\(" MPROF_SIZE_T_NAME "\\)$";
+  const char *fold[] = {"--lines", "--full-names", "--fold-alloc", "--fold", make_re};
   probe_run_t tree =
-    tool_ok((const char *const[]){"tree", "--lines", "--fold-alloc", "--fold", make_re, path, NULL});
+    tool_ok((const char *const[]){"tree", fold[0], fold[1], fold[2], fold[3], fold[4], path, NULL});
   probe_run_t folded =
-    tool_ok((const char *const[]){"folded", "--lines", "--fold-alloc", "--fold", make_re, path, NULL});
-  probe_run_t flame =
-    tool_ok((const char *const[]){"flame", "--lines", "--fold-alloc", "--fold", make_re, "-o", svg, path,
-                                  NULL});
-  probe_run_t ftop =
-    tool_ok((const char *const[]){"top", "--lines", "--fold-alloc", "--fold", make_re, "-n", "1000", path,
-                                  NULL});
+    tool_ok((const char *const[]){"folded", fold[0], fold[1], fold[2], fold[3], fold[4], path, NULL});
+  probe_run_t flame = tool_ok(
+    (const char *const[]){"flame", fold[0], fold[1], fold[2], fold[3], fold[4], "-o", svg, path, NULL});
+  probe_run_t ftop = tool_ok(
+    (const char *const[]){"top", fold[0], fold[1], fold[2], fold[3], fold[4], "-n", "1000", path, NULL});
   FILE *f = fopen(svg, "r");
   ck_assert_ptr_nonnull(f);
   char *svg_text = NULL;
@@ -165,7 +166,8 @@ START_TEST(model_fold_with_lines)
   fclose(f);
   const char *outs[] = {tree.out, folded.out, ftop.out, svg_text};
   for (size_t i = 0; i < 4; i++) {
-    ck_assert_msg(!mentions(outs[i], "allocate(unsigned long, void const*)") && !mentions(outs[i], "::make("),
+    ck_assert_msg(!mentions(outs[i], "allocate(" MPROF_SIZE_T_NAME ", void const*)") &&
+                  !mentions(outs[i], "::make("),
                   "an allocator frame left by --fold-alloc --lines in report %zu:\n%.1500s", i, outs[i]);
     ck_assert_msg(mentions(outs[i], "Pool&lt;double&gt;::fill") || mentions(outs[i], "Pool<double>::fill"),
                   "report %zu:\n%.1500s", i, outs[i]);
@@ -213,6 +215,47 @@ START_TEST(model_location_without_line)
     ck_assert_msg(at != NULL && strncmp(at, " _start :0 ", 10) == 0, "go tool pprof -raw:\n%s", raw.out);
     probe_run_free(&raw);
   }
+}
+END_TEST
+
+/* C++ names are short by default in every report (template arguments "<>", no parameters, no return
+ * type), whole with --full-names, and whole in the profile; folding still sees the whole name (the
+ * --fold-alloc expression matches std::__new_allocator<...>::allocate by its template and parameters). */
+START_TEST(model_short_names)
+{
+  char path[PATH_MAX + 16], dir[PATH_MAX], svg[PATH_MAX + 16];
+  sym_prog_profile(path, sizeof path);
+  probe_run_t top = tool_ok((const char *const[]){"top", "-n", "1000", path, NULL});
+  ck_assert_msg(flat_pct(top.out, "shapes::Pool<>::make") > 70.0, "%.3000s", top.out);
+  ck_assert_msg(flat_pct(top.out, "std::vector<>::emplace_back<>") == 0.0, "%.3000s", top.out);
+  ck_assert_msg(!mentions(top.out, "char_traits") && !mentions(top.out, "(" MPROF_SIZE_T_NAME),
+                "a long name left:\n%.3000s", top.out);
+  probe_run_t full = tool_ok((const char *const[]){"top", "--full-names", "-n", "1000", path, NULL});
+  ck_assert_msg(flat_pct(full.out, "shapes::Pool<double>::make(" MPROF_SIZE_T_NAME ")") > 70.0, "%.3000s",
+                full.out);
+  probe_run_t folded = tool_ok((const char *const[]){"folded", "--fold-alloc", path, NULL});
+  ck_assert_msg(!mentions(folded.out, "__new_allocator<>::allocate") && mentions(folded.out, "build_buffer"),
+                "%.3000s", folded.out);
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(svg, sizeof svg, "%s/f.svg", dir);
+  probe_run_t flame = tool_ok((const char *const[]){"flame", "-o", svg, path, NULL});
+  FILE *f = fopen(svg, "r");
+  ck_assert_ptr_nonnull(f);
+  char *text = NULL;
+  size_t cap = 0;
+  ck_assert_int_ge(getdelim(&text, &cap, '\0', f), 0);
+  fclose(f);
+  ck_assert_msg(mentions(text, "shapes::Pool&lt;&gt;::make") && !mentions(text, "char_traits"), "%.3000s",
+                text);
+  free(text);
+  profile_t *p = tool_profile(path);                  /* the profile keeps the whole names */
+  bool whole = false;
+  for (size_t i = 0; i < p->n_function; i++)
+    whole |= strcmp(pstr(p, p->function[i]->name), "shapes::Pool<double>::make(" MPROF_SIZE_T_NAME ")") == 0;
+  ck_assert(whole);
+  profile_free(p);
+  probe_run_t *runs[] = {&top, &full, &folded, &flame};
+  for (size_t i = 0; i < 4; i++) probe_run_free(runs[i]);
 }
 END_TEST
 
@@ -348,6 +391,7 @@ Suite *tool_model_suite(void)
   tcase_add_test(tc, model_static_link_drop_frames);
   tcase_add_test(tc, model_fold_with_lines);
   tcase_add_test(tc, model_location_without_line);
+  tcase_add_test(tc, model_short_names);
   tcase_add_test(tc, model_stderr_spread);
   tcase_add_test(tc, model_diff_noise);
   suite_add_tcase(s, tc);

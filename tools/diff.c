@@ -14,7 +14,8 @@
 
 static const char usage[] =
   "usage: mimalloc-prof diff [-n ROWS] [-s TYPE] [--sort flat|cum] [--focus RE] [--ignore RE]\n"
-  "                          [--fold RE] [--fold-alloc] [--lines] [--tag KEY=VALUE]... [--noise K]\n"
+  "                          [--fold RE] [--fold-alloc] [--lines] [--full-names] [--tag KEY=VALUE]...\n"
+  "                          [--noise K]\n"
   "                          [-o OUT] BASE NEW\n"
   "Print what changed from profile BASE to profile NEW (NEW minus BASE), largest change first;\n"
   "with -o, also write the difference as a profile.  Symbolize both, or neither, so that their\n"
@@ -119,7 +120,8 @@ int cmd_diff(int argc, char **argv)
 {
   static const struct option opts[] = {VIEW_LONG_OPTIONS, {"sort", required_argument, NULL, VIEW_OPT_SORT},
                                        {"output", required_argument, NULL, 'o'},
-                                       {"noise", required_argument, NULL, VIEW_OPT_NOISE}, {NULL, 0, NULL, 0}};
+                                       {"noise", required_argument, NULL, VIEW_OPT_NOISE},
+                                       {NULL, 0, NULL, 0}};
   view_opts_t o;
   view_opts_init(&o);
   const char *out = NULL;

@@ -242,6 +242,7 @@ typedef struct view_opts_s {
   regex_t     focus, ignore, fold;
   bool        has_focus, has_ignore, has_fold;
   bool        lines;            /* frames are "function file:line" */
+  bool        full_names;       /* --full-names: C++ names whole, not short (shortname.c) */
   bool        fold_std;         /* fold the allocator wrappers of C++ and common C helpers */
   long        rows;             /* -n: rows or stacks to show */
   bool        sort_cum;         /* --sort=cum */
@@ -262,12 +263,14 @@ typedef struct view_opts_s {
 #define VIEW_OPT_TAG     0x107
 #define VIEW_OPT_STDERR  0x108
 #define VIEW_OPT_NOISE   0x109
+#define VIEW_OPT_FULLNAMES 0x10a
 #define VIEW_STDERR_OPTION {"stderr", no_argument, NULL, VIEW_OPT_STDERR}
 #define VIEW_LONG_OPTIONS \
   {"sample-index", required_argument, NULL, 's'}, {"focus", required_argument, NULL, VIEW_OPT_FOCUS}, \
   {"tag", required_argument, NULL, VIEW_OPT_TAG}, \
   {"ignore", required_argument, NULL, VIEW_OPT_IGNORE}, {"fold", required_argument, NULL, VIEW_OPT_FOLD}, \
   {"fold-alloc", no_argument, NULL, VIEW_OPT_FOLDSTD}, {"lines", no_argument, NULL, VIEW_OPT_LINES}, \
+  {"full-names", no_argument, NULL, VIEW_OPT_FULLNAMES}, \
   {"help", no_argument, NULL, 'h'}
 void view_opts_init(view_opts_t *o);
 void view_opts_free(view_opts_t *o);
@@ -476,6 +479,9 @@ int symbolize_file(const char *in, const char *out, const sym_opts_t *o);
 
 /* The demangled form of a C++ name (malloc'd), or NULL when `name` is not a mangled name. */
 char *tool_demangle(const char *name);
+/* A demangled C++ name made short (shortname.c: template arguments "<>", no parameters, qualifiers or
+ * return type), malloc'd; NULL when it stays as it is. */
+char *tool_short_name(const char *name);
 
 /* ---------------------------------------------------------------------------------------------------
    "client.c": the control socket of a running process (ctl, top PID, ps, serve)

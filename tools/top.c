@@ -17,7 +17,8 @@
 
 static const char usage[] =
   "usage: mimalloc-prof top [-n ROWS] [-s TYPE] [--sort flat|cum] [--focus RE] [--ignore RE]\n"
-  "                         [--fold RE] [--fold-alloc] [--lines] [--tag KEY=VALUE]... [--stderr]\n"
+  "                         [--fold RE] [--fold-alloc] [--lines] [--full-names] [--tag KEY=VALUE]...\n"
+  "                         [--stderr]\n"
   "                         [--by LABEL | --temporary[=DURATION]] [--no-symbolize] [--timeout SECONDS]\n"
   "                         FILE|PID\n"
   "Print the allocation sites of a heap profile, largest first (ROWS, default 20); given the ID of a\n"
@@ -29,6 +30,7 @@ static const char usage[] =
   "  --fold RE                charge innermost frames matching RE to their callers\n"
   "  --fold-alloc             the same for operator new, std::allocator, xmalloc-style helpers\n"
   "  --lines                  one site per source line (function file:line)\n"
+  "  --full-names             C++ names whole (default: short, std::vector<>::push_back)\n"
   "  --stderr                 each value's standard error (sampling noise), from the rate and counts\n"
   "  --tag KEY=VALUE          only samples labelled so: thread=NAME, bytes=1k-64k, lifetime=-1ms, ...\n"
   "  --by LABEL               a table of the label's values instead: thread, size, process, or any key\n"
@@ -289,8 +291,8 @@ static void print_sites(const view_t *v, const view_opts_t *o, const profile_t *
              share(sum, v->total), cum, view_stderr(v, sites[i].cum_var, cse, sizeof cse),
              share(sites[i].cum, v->total));
     else
-      printf("%10s %5.1f%% %5.1f%% %10s %5.1f%%  ", flat, share(sites[i].flat, v->total), share(sum, v->total),
-             cum, share(sites[i].cum, v->total));
+      printf("%10s %5.1f%% %5.1f%% %10s %5.1f%%  ", flat, share(sites[i].flat, v->total),
+             share(sum, v->total), cum, share(sites[i].cum, v->total));
     const char *name = v->names[sites[i].name];
     tool_write_escaped(stdout, name, strlen(name), false);
     putchar('\n');

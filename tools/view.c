@@ -69,7 +69,9 @@ typedef struct view_priv_s {
   uint32_t  *name_len;           /* by name id */
   uint64_t   size;               /* the profile's, encoded */
   uint64_t   name_bytes, max_name_bytes;
-  uint32_t  *fn_name;            /* by function position: its name + 1, 0 until named */
+  uint32_t  *fn_name;            /* by function position: its name as shown + 1, 0 until named */
+  uint32_t  *fn_full;            /* by function position, once named: its full name (demangled) */
+  bool       full_names;         /* --full-names: C++ names are shown whole */
   const char **fn_file;          /* by function position, once named: its file's last two components */
   line_name_t *line_names;       /* --lines: the name of each (function, line), open addressing */
   size_t     n_line_names, cap_line_names;
@@ -130,6 +132,7 @@ int view_option(view_opts_t *o, int c, const char *arg)
   case VIEW_OPT_FOLDSTD: o->fold_std = true; return 0;
   case VIEW_OPT_TAG: return view_tag_option(o, arg);
   case VIEW_OPT_LINES: o->lines = true; return 0;
+  case VIEW_OPT_FULLNAMES: o->full_names = true; return 0;
   case VIEW_OPT_STDERR: o->show_stderr = true; return 0;
   case VIEW_OPT_NOISE: {
     char *end;
@@ -229,14 +232,21 @@ static const char *short_path(const char *path)
   return p > path ? p : path;
 }
 
-/* A function's name: demangled when it is still a mangled C++ name, else its system name, else "?". */
-static uint32_t function_name(view_t *v, const function_t *f)
+/* A function's name as shown (shortname.c: C++ names short, unless --full-names), and its full name
+ * (*full: demangled when it is still a mangled C++ name, else its system name, else "?"), which --fold,
+ * --fold-alloc, --focus and --ignore see. */
+static uint32_t function_name(view_t *v, const function_t *f, uint32_t *full)
 {
+  view_priv_t *pv = v->priv;
   const char *name = pstr(v->p, f->name);
   if (name[0] == '\0') name = pstr(v->p, f->system_name);
   char *demangled = name[0] == '_' && name[1] == 'Z' ? tool_demangle(name) : NULL;
   if (demangled != NULL) name = demangled;
-  uint32_t id = name_id(v, name[0] != '\0' ? name : "?", true);
+  if (name[0] == '\0') name = "?";
+  *full = name_id(v, name, true);
+  char *shown = pv->full_names || *full == UINT32_MAX ? NULL : tool_short_name(name);
+  uint32_t id = shown != NULL ? name_id(v, shown, true) : *full;
+  free(shown);
   free(demangled);
   return id;
 }
@@ -252,12 +262,13 @@ static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bo
   if (fi == SIZE_MAX) return *fn_name = name_id(v, "?", true);
   const function_t *f = v->p->function[fi];
   if (pv->fn_name[fi] == 0) {
-    uint32_t id = function_name(v, f);
-    if (id == UINT32_MAX) return id;
+    uint32_t full, id = function_name(v, f, &full);
+    if (id == UINT32_MAX || full == UINT32_MAX) return UINT32_MAX;
     pv->fn_name[fi] = id + 1;
+    pv->fn_full[fi] = full;
     pv->fn_file[fi] = short_path(pstr(v->p, f->filename));
   }
-  *fn_name = pv->fn_name[fi] - 1;
+  *fn_name = pv->fn_full[fi];
   if (!with_lines || pv->fn_file[fi][0] == '\0') return pv->fn_name[fi] - 1;
   if ((pv->n_line_names + 1) * 2 > pv->cap_line_names) {
     size_t cap = pv->cap_line_names ? pv->cap_line_names * 2 : 1024;
@@ -320,10 +331,11 @@ static bool name_locations(view_t *v, const pindex_t *ix, bool with_lines)
   pv->loc_fns = calloc(p->n_location + 1, sizeof *pv->loc_fns);
   pv->loc_depth = calloc(p->n_location + 1, sizeof *pv->loc_depth);
   pv->fn_name = calloc(p->n_function + 1, sizeof *pv->fn_name);
+  pv->fn_full = calloc(p->n_function + 1, sizeof *pv->fn_full);
   pv->fn_file = calloc(p->n_function + 1, sizeof *pv->fn_file);
   pv->map_base = calloc(p->n_mapping + 1, sizeof *pv->map_base);
   if (pv->loc_frames == NULL || pv->loc_fns == NULL || pv->loc_depth == NULL || pv->fn_name == NULL ||
-      pv->fn_file == NULL || pv->map_base == NULL)
+      pv->fn_full == NULL || pv->fn_file == NULL || pv->map_base == NULL)
     abort();
   for (size_t i = 0; i < p->n_location; i++) {
     const location_t *l = p->location[i];
@@ -593,6 +605,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
   pv->max_name_bytes = scaled(NAMES_FLOOR, NAMES_RATIO, size, UINT64_MAX);
   pindex_t ix;
   pindex_init(&ix, p);
+  pv->full_names = o->full_names;
   bool named = name_locations(v, &ix, o->lines);
   if (named) drop_locations(v, &ix);
   pv->fold_match = calloc(v->n_names + 1, 1);
@@ -631,10 +644,10 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
       depth--;
     }
     if (o->has_focus && !any_matches(v, &o->focus, pv->focus_match, frames, depth) &&
-        !(o->lines && any_matches(v, &o->focus, pv->focus_match, fns, depth)))
+        !any_matches(v, &o->focus, pv->focus_match, fns, depth))
       continue;
     if (o->has_ignore && (any_matches(v, &o->ignore, pv->ignore_match, frames, depth) ||
-                          (o->lines && any_matches(v, &o->ignore, pv->ignore_match, fns, depth))))
+                          any_matches(v, &o->ignore, pv->ignore_match, fns, depth)))
       continue;
     if (o->n_tags != 0 && !view_tags_match(p, smp, o->tags, o->n_tags)) continue;
     view_stack_t *st = &v->stacks[v->n_stacks++];
@@ -670,6 +683,7 @@ void view_free(view_t *v)
     free(pv->slot);
     free(pv->name_len);
     free(pv->fn_name);
+    free(pv->fn_full);
     free(pv->fn_file);
     free(pv->line_names);
     free(pv->map_base);
