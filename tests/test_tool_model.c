@@ -218,6 +218,69 @@ START_TEST(model_location_without_line)
 }
 END_TEST
 
+/* A copy of the profile at src, with drop_frames and keep_frames set (NULL: none), to dst. */
+static void with_frames_res(const char *src, const char *dst, const char *drop, const char *keep)
+{
+  profile_t *p = tool_profile(src);
+  profile_t h = *p;
+  char **strings = malloc((p->n_string_table + 2) * sizeof *strings);
+  ck_assert_ptr_nonnull(strings);
+  memcpy(strings, p->string_table, p->n_string_table * sizeof *strings);
+  strings[p->n_string_table] = (char *)(drop != NULL ? drop : "");
+  strings[p->n_string_table + 1] = (char *)(keep != NULL ? keep : "");
+  h.string_table = strings;
+  h.n_string_table = p->n_string_table + 2;
+  h.drop_frames = (int64_t)p->n_string_table;
+  h.keep_frames = (int64_t)p->n_string_table + 1;
+  pbuild_t *b = pbuild_new(&h);
+  ck_assert(b != NULL && pb_add_profile(b, p, 1) && !pbuild_failed(b));
+  char err[512];
+  ck_assert_msg(profile_write(pbuild_profile(b), dst, err, sizeof err) == 0, "%s", err);
+  pbuild_free(b);
+  free(strings);
+  profile_free(p);
+}
+
+/* drop_frames and keep_frames on known stacks (main;alpha;grow 3 MiB, main;alpha;operator new 2 MiB,
+ * main;beta;gamma 1 MiB in use, 6 MiB in all): dropping alpha cuts both of its stacks at main (main's
+ * flat: 5/6 = 83.3%); keep_frames alpha with drop_frames alpha|grow keeps alpha and cuts grow (alpha's
+ * flat: 3/6 = 50.0%); "operator new(unsigned long)" is matched up to its '(' (pprof's simplifyFunc), so
+ * ^(operator new)$ drops it (alpha: 2/6 = 33.3%); an expression with an interval or a back-reference is
+ * ignored (a hostile profile could make glibc's regcomp or regexec take exponential time), and the
+ * reports come out as without it (grow: 50.0%). */
+START_TEST(model_drop_frames_rules)
+{
+  char dir[PATH_MAX], src[PATH_MAX + 16], dst[PATH_MAX + 16];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(src, sizeof src, "%s/src.pb.gz", dir);
+  snprintf(dst, sizeof dst, "%s/dst.pb.gz", dir);
+  static const tool_stack_t stacks[] = {
+    {"main;alpha;grow", 4 << 20, 3 << 20},
+    {"main;alpha;operator new(unsigned long)", 2 << 20, 2 << 20},
+    {"main;beta;gamma", 2 << 20, 1 << 20},
+  };
+  tool_synthetic(src, stacks, 3, 0x555500000000ull, NULL);
+  static const struct {
+    const char *drop, *keep, *row;
+    double pct;
+  } cases[] = {
+    {"alpha", NULL, "main", 83.3},
+    {"alpha|grow", "alpha", "alpha", 50.0},
+    {"operator new", NULL, "alpha", 33.3},
+    {"((((alpha){1,200}){1,200}){1,200}){1,200}", NULL, "grow", 50.0},
+    {"(a)\\1|alpha", NULL, "grow", 50.0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    with_frames_res(src, dst, cases[i].drop, cases[i].keep);
+    probe_run_t top = tool_ok((const char *const[]){"top", dst, NULL});
+    double pct = flat_pct(top.out, cases[i].row);
+    ck_assert_msg(fabs(pct - cases[i].pct) < 0.01, "drop %s keep %s: %s %.1f%%, want %.1f%%:\n%s",
+                  cases[i].drop, cases[i].keep ? cases[i].keep : "-", cases[i].row, pct, cases[i].pct, top.out);
+    probe_run_free(&top);
+  }
+}
+END_TEST
+
 /* C++ names are short by default in every report (template arguments "<>", no parameters, no return
  * type), whole with --full-names, and whole in the profile; folding still sees the whole name (the
  * --fold-alloc expression matches std::__new_allocator<...>::allocate by its template and parameters). */
@@ -391,6 +454,7 @@ Suite *tool_model_suite(void)
   tcase_add_test(tc, model_static_link_drop_frames);
   tcase_add_test(tc, model_fold_with_lines);
   tcase_add_test(tc, model_location_without_line);
+  tcase_add_test(tc, model_drop_frames_rules);
   tcase_add_test(tc, model_short_names);
   tcase_add_test(tc, model_stderr_spread);
   tcase_add_test(tc, model_diff_noise);

@@ -3,7 +3,7 @@
  *   decode     profile_read (gzip-compressed or not), then every lookup by id the commands make
  *   top        top FILE, top --lines --fold-alloc --sort cum -s alloc_space --focus . --stderr FILE, and
  *              the label and lifetime views: top --by thread --tag bytes=1-1m FILE, top --temporary FILE
- *   tree       tree FILE, and tree --callees --min 0 --lines --stderr FILE
+ *   tree       tree FILE, and tree --callees --min 0 --lines --stderr --full-names FILE
  *   flame      flame -o /dev/null FILE
  *   folded     folded FILE
  *   diff       diff BASE NEW, and diff --sort cum --lines --noise 3 BASE NEW, of the two profiles the
@@ -126,7 +126,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_top, "top", (const char *[]){"--temporary", p, NULL});
   } else if (strcmp(target, "tree") == 0) {
     run(cmd_tree, "tree", (const char *[]){p, NULL});
-    run(cmd_tree, "tree", (const char *[]){"--callees", "--min", "0", "--lines", "--stderr", p, NULL});
+    run(cmd_tree, "tree", (const char *[]){"--callees", "--min", "0", "--lines", "--stderr", "--full-names", p,
+                                           NULL});
   } else if (strcmp(target, "flame") == 0) {
     run(cmd_flame, "flame", (const char *[]){"-o", "/dev/null", p, NULL});
   } else if (strcmp(target, "folded") == 0) {
