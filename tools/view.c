@@ -16,9 +16,9 @@
  *   --focus RE               only stacks with a frame matching RE;
  *   --ignore RE              no stacks with a frame matching RE;
  *   --tag KEY=VALUE          only samples whose labels match (labels.c).
- * Regular expressions are POSIX extended ones, matched anywhere in the frame's name; with --lines, --fold
- * and --fold-alloc match the function's name alone, --focus and --ignore that or the whole frame name
- * ("function file:line"), so the line view keeps what the function view shows apart from the lines.
+ * Regular expressions are POSIX extended ones, matched anywhere in a name: --fold and --fold-alloc see
+ * the function's whole name (demangled; not short, not "function file:line"), --focus and --ignore that
+ * or the frame's name as shown, so the short and the line views keep what the full view shows.
  */
 #include "tool.h"
 
