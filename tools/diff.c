@@ -2,7 +2,7 @@
  * NEW's samples minus BASE's, matched by location (pbuild.c), so what grew is positive.
  *
  * Sampling noise: the two profiles' estimates are independent, so a site's change has the variance of
- * BASE's value plus NEW's (view.c, sample_variance); a change smaller than --noise K (default 2) times
+ * BASE's value plus NEW's (noise.c); a change smaller than --noise K (default 2) times
  * its standard error is marked "(noise)": with no real change, 95% of the sites stay within 2 standard
  * errors. */
 #include "tool.h"
@@ -15,8 +15,7 @@
 static const char usage[] =
   "usage: mimalloc-prof diff [-n ROWS] [-s TYPE] [--sort flat|cum] [--focus RE] [--ignore RE]\n"
   "                          [--fold RE] [--fold-alloc] [--lines] [--full-names] [--tag KEY=VALUE]...\n"
-  "                          [--noise K]\n"
-  "                          [-o OUT] BASE NEW\n"
+  "                          [--noise K] [-o OUT] BASE NEW\n"
   "Print what changed from profile BASE to profile NEW (NEW minus BASE), largest change first;\n"
   "with -o, also write the difference as a profile.  Symbolize both, or neither, so that their\n"
   "locations match.  Other options as for top.\n"
