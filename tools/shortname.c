@@ -51,8 +51,10 @@ char *tool_short_name(const char *name)
   size_t len = strlen(name);
   /* nothing to shorten (C names), or a name of the library's ("[mimalloc-prof: dropped (memory)]") */
   if (strpbrk(name, "<(") == NULL || name[0] == '[') return NULL;
-  char *out = malloc(len + 1);
-  bool *cut_ok = malloc(len + 1);                  /* by output position: a space a return type ends at */
+  /* Each input character makes at most one output character, except an unmatched '<' at the end, which
+   * makes "<>": len + 2 bytes hold the result and its NUL. */
+  char *out = malloc(len + 2);
+  bool *cut_ok = malloc(len + 2);                  /* by output position: a space a return type ends at */
   if (out == NULL || cut_ok == NULL) abort();
   size_t n = 0, angle = 0, paren = 0;
   bool seen_operator = false;
