@@ -1,7 +1,8 @@
 /* tool.h - what the files of the mimalloc-prof command share: messages and option parsing (cli.c),
  * reading and writing profiles (profile.c), building new profiles (pbuild.c), the report model of
- * top/tree/diff/flame/folded (view.c), symbolization (symbolize.c, dwarf.c), demangling (demangle.cc),
- * the control socket of running processes (client.c), and one entry point per subcommand (run.c, top.c, ...).
+ * top/tree/diff/flame/folded (view.c) and its sampling noise (noise.c), symbolization (symbolize.c,
+ * dwarf.c), demangling (demangle.cc), the control socket of running processes (client.c), and one entry
+ * point per subcommand (run.c, top.c, ...).
  *
  * Exit statuses, for every subcommand: 0 success, 1 an error while doing the work (unreadable file,
  * nothing to write), 2 a usage error (bad option or value, wrong number of arguments); `run` passes its
@@ -246,9 +247,12 @@ typedef struct view_opts_s {
   regex_t     focus, ignore, fold;
   bool        has_focus, has_ignore, has_fold;
   bool        lines;            /* frames are "function file:line" */
+  bool        full_names;       /* --full-names: C++ names whole, not short (shortname.c) */
   bool        fold_std;         /* fold the allocator wrappers of C++ and common C helpers */
   long        rows;             /* -n: rows or stacks to show */
   bool        sort_cum;         /* --sort=cum */
+  bool        show_stderr;      /* top, tree --stderr: each row's standard error */
+  double      noise;            /* diff --noise K: changes within K standard errors are noise (2) */
   double      min_share;        /* tree: hide nodes below this fraction of the total */
   view_tag_t *tags;             /* --tag: only samples whose labels match */
   size_t      n_tags;
@@ -262,11 +266,16 @@ typedef struct view_opts_s {
 #define VIEW_OPT_SORT    0x105
 #define VIEW_OPT_FOLDSTD 0x106
 #define VIEW_OPT_TAG     0x107
+#define VIEW_OPT_STDERR  0x108
+#define VIEW_OPT_NOISE   0x109
+#define VIEW_OPT_FULLNAMES 0x10a
+#define VIEW_STDERR_OPTION {"stderr", no_argument, NULL, VIEW_OPT_STDERR}
 #define VIEW_LONG_OPTIONS \
   {"sample-index", required_argument, NULL, 's'}, {"focus", required_argument, NULL, VIEW_OPT_FOCUS}, \
   {"tag", required_argument, NULL, VIEW_OPT_TAG}, \
   {"ignore", required_argument, NULL, VIEW_OPT_IGNORE}, {"fold", required_argument, NULL, VIEW_OPT_FOLD}, \
   {"fold-alloc", no_argument, NULL, VIEW_OPT_FOLDSTD}, {"lines", no_argument, NULL, VIEW_OPT_LINES}, \
+  {"full-names", no_argument, NULL, VIEW_OPT_FULLNAMES}, \
   {"help", no_argument, NULL, 'h'}
 void view_opts_init(view_opts_t *o);
 void view_opts_free(view_opts_t *o);
@@ -279,6 +288,7 @@ typedef struct view_stack_s {
   uint32_t  depth;
   int64_t   value;
   int64_t   objects;             /* the matching count (inuse_objects for inuse_space, ...), or 0 */
+  double    var;                 /* the estimated variance of value (view_variance), 0 when unknown */
   size_t    sample;              /* its sample: p->sample[sample] */
 } view_stack_t;
 
@@ -287,7 +297,7 @@ typedef struct view_s {
   size_t       vi;               /* the sample type shown */
   const char  *type, *unit;
   bool         bytes;            /* unit is bytes */
-  char       **names;            /* frame names by id */
+  char       **names;            /* frame names by id, escaped (escape.c): safe to print as they are */
   bool        *named;            /* whether the name came from a symbol (not module+offset) */
   size_t       n_names, cap_names;
   view_stack_t *stacks;          /* one per sample that passed focus/ignore, with a nonzero value */
@@ -296,6 +306,7 @@ typedef struct view_s {
   int64_t      total_all;        /* over every sample, before focus/ignore */
   int64_t      named_leaf;       /* of total: stacks whose innermost frame is named */
   size_t       unnamed_frames;   /* frames (of kept stacks) shown as module+offset */
+  bool         has_var;          /* the profile gives what variances need (a rate, the paired type) */
   void        *priv;
 } view_t;
 
@@ -318,8 +329,23 @@ const char *view_value(const view_t *v, int64_t value, char *buf, size_t len);
 typedef struct view_site_s {
   uint32_t name;
   int64_t  flat, cum;
+  double   flat_var, cum_var;    /* their estimated variances (sums over the stacks) */
 } view_site_t;
 view_site_t *view_sites(const view_t *v, size_t *n);   /* one per name with a nonzero flat or cum */
+
+/* ---------------------------------------------------------------------------------------------------
+   "noise.c": the sampling noise of the estimates (variances, standard errors)
+--------------------------------------------------------------------------------------------------- */
+
+/* The sample type paired with the view's (X_objects for X_space, X_space for X_objects), or SIZE_MAX. */
+size_t      view_paired_index(const view_t *v);
+/* The estimated variance of sample smp's value at rate `rate` (the period; twice it for peak_*), with
+ * the value of the paired type `pair`: Var(B) = B s (1-p)/p, Var(N) = N (1-p)/p, s = B/N, p = 1 -
+ * exp(-s/R) (noise.c derives it); 0 when a value is not positive. */
+double      view_sample_variance(const view_t *v, size_t pair, double rate, const sample_t *smp);
+/* "\u00b11.23 MiB": the standard error for a variance, as view_value prints values ("?" when
+ * !v->has_var). */
+const char *view_stderr(const view_t *v, double var, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------------------------------
    "labels.c": --tag filters, the table of a label's values (top --by), amounts with units
@@ -431,6 +457,7 @@ typedef struct ctree_node_s {
   int64_t  value;                /* of the stacks through this node */
   int64_t  self;                 /* of the stacks ending here */
   int64_t  objects;
+  double   var;                  /* the estimated variance of value */
 } ctree_node_t;
 
 typedef struct ctree_s {
@@ -462,6 +489,9 @@ int symbolize_file(const char *in, const char *out, const sym_opts_t *o);
 
 /* The demangled form of a C++ name (malloc'd), or NULL when `name` is not a mangled name. */
 char *tool_demangle(const char *name);
+/* A demangled C++ name made short (shortname.c: template arguments "<>", no parameters, qualifiers or
+ * return type), malloc'd; NULL when it stays as it is. */
+char *tool_short_name(const char *name);
 
 /* ---------------------------------------------------------------------------------------------------
    "runtree.c": the profiles of the processes `run` started
