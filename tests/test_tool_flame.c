@@ -127,6 +127,63 @@ START_TEST(tool_flame_in_chromium)
 }
 END_TEST
 
+/* The label of the frame named `name` as the file has it (what a viewer without script shows); NULL
+ * when there is no such frame.  malloc'd. */
+static char *file_label(const char *svg, const char *name)
+{
+  char key[128];
+  snprintf(key, sizeof key, "<g class=\"f\" data-n=\"%s\"", name);
+  const char *g = strstr(svg, key), *t = g != NULL ? strstr(g, "<text ") : NULL;
+  if (t == NULL || (t = strchr(t, '>')) == NULL) return NULL;
+  const char *end = strstr(++t, "</text>");
+  return end != NULL ? strndup(t, (size_t)(end - t)) : NULL;
+}
+
+/* Frame labels are in the file, so an <img> of it (no script runs there) shows them: each frame wide
+ * enough for three 7.2-pixel characters and its margins has its name, or the name's first characters and
+ * "..", exactly as the script fits them; Chromium loads the file as an image of the drawing's size. */
+START_TEST(tool_flame_labels_without_script)
+{
+  static const tool_stack_t narrow[] = {
+    {"main;alpha;grow", 1000 * MiB, 1000 * MiB},
+    {"main;beta_with_a_name_long_enough_to_be_cut_in_its_frame", 40 * MiB, 40 * MiB},
+    {"main;tiny", 1 * MiB, 1 * MiB},
+  };
+  char dir[PATH_MAX], prof[PATH_MAX + 16], svg[PATH_MAX + 16], html[PATH_MAX + 16];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(prof, sizeof prof, "%s/p.pb.gz", dir);
+  snprintf(svg, sizeof svg, "%s/heap.svg", dir);
+  tool_synthetic(prof, narrow, 3, 0x555500000000ull, NULL);
+  probe_run_t r = tool_run((const char *const[]){"flame", "-o", svg, prof, NULL}, NULL);
+  probe_assert_exit0(&r, "mimalloc-prof flame");
+  probe_run_free(&r);
+  char *text = tool_file_text(svg);
+  /* widths (1180 px of drawing): all and main 1180, alpha and grow 1133, beta 45.3 (5 characters: 3 and
+   * ".."), tiny 1.13 (no room for three characters) */
+  static const char *const want[][2] = {{"all", "all"}, {"main", "main"}, {"alpha", "alpha"}, {"grow", "grow"},
+                                        {"beta_with_a_name_long_enough_to_be_cut_in_its_frame", "bet.."},
+                                        {"tiny", ""}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char *l = file_label(text, want[i][0]);
+    ck_assert_msg(l != NULL && strcmp(l, want[i][1]) == 0, "%s: label '%s', want '%s'", want[i][0],
+                  l ? l : "(no frame)", want[i][1]);
+    free(l);
+  }
+  free(text);
+
+  snprintf(html, sizeof html, "%s/img.html", dir);
+  FILE *f = fopen(html, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("<!doctype html><img id=\"flame\" src=\"heap.svg\">\n", f);
+  ck_assert_int_eq(fclose(f), 0);
+  chromium_t c;
+  chromium_open_file(&c, dir, html, 1300, 400);
+  ck_assert_double_eq_tol(eval_num(&c, "document.getElementById('flame').naturalWidth"), 1200, 0.5);
+  ck_assert_msg(c.errors[0] == '\0', "errors:\n%s", c.errors);
+  chromium_stop(&c);
+}
+END_TEST
+
 /* A real program's flame graph, loaded without errors, its screenshot kept for review. */
 START_TEST(tool_flame_screenshot)
 {
@@ -167,6 +224,7 @@ Suite *tool_flame_suite(void)
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, tool_flame_in_chromium);
   tcase_add_test(tc, tool_flame_screenshot);
+  tcase_add_test(tc, tool_flame_labels_without_script);
   suite_add_tcase(s, tc);
   return s;
 }

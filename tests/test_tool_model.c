@@ -63,18 +63,6 @@ static bool mentions(const char *out, const char *text)
   return strstr(out, text) != NULL;
 }
 
-/* The whole file at path (malloc'd). */
-static char *file_text(const char *path)
-{
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f != NULL, "%s", path);
-  char *text = NULL;
-  size_t cap = 0;
-  ck_assert_int_ge(getdelim(&text, &cap, '\0', f), 0);
-  fclose(f);
-  return text;
-}
-
 static probe_run_t tool_ok(const char *const *args)
 {
   probe_run_t r = tool_run(args, NULL);
@@ -183,7 +171,7 @@ START_TEST(model_fold_with_lines)
     (const char *const[]){"flame", fold[0], fold[1], fold[2], fold[3], fold[4], "-o", svg, path, NULL});
   probe_run_t ftop = tool_ok(
     (const char *const[]){"top", fold[0], fold[1], fold[2], fold[3], fold[4], "-n", "1000", path, NULL});
-  char *svg_text = file_text(svg);
+  char *svg_text = tool_file_text(svg);
   const char *outs[] = {tree.out, folded.out, ftop.out, svg_text};
   for (size_t i = 0; i < 4; i++) {
     ck_assert_msg(!mentions(outs[i], "allocate(" MPROF_SIZE_T_NAME ", void const*)") &&
@@ -322,7 +310,7 @@ START_TEST(model_short_names)
   tool_tmpdir(dir, sizeof dir);
   snprintf(svg, sizeof svg, "%s/f.svg", dir);
   probe_run_t flame = tool_ok((const char *const[]){"flame", "-o", svg, path, NULL});
-  char *text = file_text(svg);
+  char *text = tool_file_text(svg);
   ck_assert_msg(mentions(text, "shapes::Pool&lt;&gt;::make") && !mentions(text, "char_traits"), "%.3000s",
                 text);
   free(text);
