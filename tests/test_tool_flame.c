@@ -179,6 +179,17 @@ START_TEST(tool_flame_labels_without_script)
   chromium_t c;
   chromium_open_file(&c, dir, html, 1300, 400);
   ck_assert_double_eq_tol(eval_num(&c, "document.getElementById('flame').naturalWidth"), 1200, 0.5);
+  /* The image drawn into a canvas (the page and the file share an origin: Chromium runs with
+   * --allow-file-access-from-files): black pixels, the labels' colour, in the row of "all" (y 56..72),
+   * none in a frame's row without labels' room; the frames' own colours are warm, never near black. */
+  static const char dark[] =
+    "(function(y){const i=document.getElementById('flame'),c=document.createElement('canvas');"
+    "c.width=i.naturalWidth;c.height=i.naturalHeight;const x=c.getContext('2d');x.drawImage(i,0,0);"
+    "const d=x.getImageData(0,y,c.width,16).data;let n=0;"
+    "for(let k=0;k<d.length;k+=4)n+=d[k]<60&&d[k+1]<60&&d[k+2]<60&&d[k+3]>200;return n;})";
+  char js[sizeof dark + 16];
+  snprintf(js, sizeof js, "%s(57)", dark);
+  ck_assert_double_gt(eval_num(&c, js), 20);
   ck_assert_msg(c.errors[0] == '\0', "errors:\n%s", c.errors);
   chromium_stop(&c);
 }
