@@ -190,6 +190,11 @@ else
   runner="under $(qemu-"$qarch"-static --version | head -n 1) through binfmt_misc"
 fi
 say "$arch programs run $runner"
+# The fuzz targets bound each input's CPU time (tests/fuzz/driver.c); an emulator spends 10 to 20 times
+# the native CPU on the same work, so under qemu-user the bound is stretched by MPROF_FUZZ_TIME_FACTOR.
+case $runner in
+  under*) MPROF_FUZZ_TIME_FACTOR=${MPROF_FUZZ_TIME_FACTOR:-20}; export MPROF_FUZZ_TIME_FACTOR ;;
+esac
 
 # --- 3. build and test -----------------------------------------------------------------------------
 # Out-of-tree builds need a source tree that was not configured in place.
