@@ -57,16 +57,24 @@ static void centre(chromium_t *c, const char *name, double *x, double *y)
   json_decref(v);
 }
 
-START_TEST(tool_flame_in_chromium)
+/* The flame graph of a synthetic profile of `n` stacks, written to dir/heap.svg (dir: a new temporary
+ * directory); its path in svg. */
+static void flame_of(const tool_stack_t *st, size_t n, char *dir, size_t dir_len, char *svg, size_t svg_len)
 {
-  char dir[PATH_MAX], prof[PATH_MAX + 16], svg[PATH_MAX + 16];
-  tool_tmpdir(dir, sizeof dir);
+  char prof[PATH_MAX + 16];
+  tool_tmpdir(dir, dir_len);
   snprintf(prof, sizeof prof, "%s/p.pb.gz", dir);
-  snprintf(svg, sizeof svg, "%s/heap.svg", dir);
-  tool_synthetic(prof, stacks, 4, 0x555500000000ull, NULL);
+  snprintf(svg, svg_len, "%s/heap.svg", dir);
+  tool_synthetic(prof, st, n, 0x555500000000ull, NULL);
   probe_run_t r = tool_run((const char *const[]){"flame", "-o", svg, prof, NULL}, NULL);
   probe_assert_exit0(&r, "mimalloc-prof flame");
   probe_run_free(&r);
+}
+
+START_TEST(tool_flame_in_chromium)
+{
+  char dir[PATH_MAX], svg[PATH_MAX + 16];
+  flame_of(stacks, 4, dir, sizeof dir, svg, sizeof svg);
   chromium_t c;
   chromium_open_file(&c, dir, svg, 1200, 700);
 
@@ -149,14 +157,8 @@ START_TEST(tool_flame_labels_without_script)
     {"main;beta_with_a_name_long_enough_to_be_cut_in_its_frame", 40 * MiB, 40 * MiB},
     {"main;tiny", 1 * MiB, 1 * MiB},
   };
-  char dir[PATH_MAX], prof[PATH_MAX + 16], svg[PATH_MAX + 16], html[PATH_MAX + 16];
-  tool_tmpdir(dir, sizeof dir);
-  snprintf(prof, sizeof prof, "%s/p.pb.gz", dir);
-  snprintf(svg, sizeof svg, "%s/heap.svg", dir);
-  tool_synthetic(prof, narrow, 3, 0x555500000000ull, NULL);
-  probe_run_t r = tool_run((const char *const[]){"flame", "-o", svg, prof, NULL}, NULL);
-  probe_assert_exit0(&r, "mimalloc-prof flame");
-  probe_run_free(&r);
+  char dir[PATH_MAX], svg[PATH_MAX + 16], html[PATH_MAX + 16];
+  flame_of(narrow, 3, dir, sizeof dir, svg, sizeof svg);
   char *text = tool_file_text(svg);
   /* widths (1180 px of drawing): all and main 1180, alpha and grow 1133, beta 45.3 (5 characters: 3 and
    * ".."), tiny 1.13 (no room for three characters) */
