@@ -193,6 +193,7 @@ void heap_summary(FILE *f, const char *path, int64_t start_ns)
   }
   fprintf(f, "  at exit     %s in use\n  allocated   %s\n", tool_bytes(t.inuse_bytes, b, sizeof b),
           tool_bytes(t.alloc_bytes, c, sizeof c));
+  heap_peak_note(f, &t, "  ");
   view_opts_t o;
   view_opts_init(&o);
   o.sample_index = "peak_space";
@@ -207,6 +208,13 @@ void heap_summary(FILE *f, const char *path, int64_t start_ns)
   }
   view_opts_free(&o);
   profile_free(p);
+}
+
+void heap_peak_note(FILE *f, const heap_totals_t *t, const char *indent)
+{
+  if (!t->has_peak || !t->has_inuse || t->inuse_bytes <= t->peak_bytes) return;
+  fprintf(f, "%s(in use reads more than the peak: sampling noise, the peak is estimated from half of the "
+             "samples)\n", indent);
 }
 
 void heap_leaks(FILE *f, const char *path, size_t rows)

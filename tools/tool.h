@@ -394,6 +394,9 @@ typedef struct heap_totals_s {
                                     0: it was running (or the profile does not say) */
 } heap_totals_t;
 void heap_totals(const profile_t *p, heap_totals_t *t);
+/* When in use reads more than the peak (both estimates: the peak from half of the samples), a line after
+ * `indent` that says why they disagree; nothing otherwise. */
+void heap_peak_note(FILE *f, const heap_totals_t *t, const char *indent);
 
 typedef struct tl_point_s {
   int64_t t_ns;                  /* CLOCK_REALTIME ns */

@@ -92,6 +92,7 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   }
   if (t.has_alloc) printf(", %s allocated", tool_bytes(t.alloc_bytes, c, sizeof c));
   printf("\n");
+  heap_peak_note(stdout, &t, "");
   /* give or take one sample's weight (the period: estimates move by whole samples) and 2% of the peak
    * (the recorded peak is the half-B estimate at half A's highest point, which can come a sample or two
    * before the true top: a program at exactly a tenth reads either side of it) */
