@@ -97,6 +97,7 @@ static bool stop(void)
   running = false;
   mprof_session_publish(session_id, false, 0, 0);
   mprof_record_end();                            /* every record becomes a weightless orphan */
+  mprof_unwind_release();                        /* the unwinder's tables (no loader lock, no wait) */
   api_leave(countdown);
   return true;
 }

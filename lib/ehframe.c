@@ -39,27 +39,47 @@
 --------------------------------------------------------------------------------------------------- */
 
 typedef struct rd_s {
-  const mprof_cfi_view_t *v;
-  uintptr_t at, end;               /* the next byte; the end of what may be read (within the view) */
+  const uint8_t *p, *end;          /* the next byte; the end of what may be read (within the view) */
+  uintptr_t delta;                 /* a byte's address: (uintptr_t)p + delta */
   bool bad;
 } rd_t;
 
 static bool rd_open(rd_t *r, const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end)
 {
-  r->v = v, r->at = at, r->end = end, r->bad = false;
-  if (at < v->lo || end > v->hi || at > end) r->bad = true, r->end = at;
+  r->bad = at < v->lo || end > v->hi || at > end;
+  if (r->bad) at = end = v->lo;
+  r->p = v->mem + (at - v->lo);
+  r->end = v->mem + (end - v->lo);
+  r->delta = v->lo - (uintptr_t)v->mem;
   return !r->bad;
 }
 
-static const uint8_t *rd_take(rd_t *r, size_t n)
+static inline uintptr_t rd_addr(const rd_t *r) { return (uintptr_t)r->p + r->delta; }
+
+/* The end of what r may read, moved to address `end` (within what it may read already). */
+static inline void rd_limit(rd_t *r, uintptr_t end)
 {
-  if (r->bad || n > r->end - r->at) {
+  if (end - rd_addr(r) > (uintptr_t)(r->end - r->p)) r->bad = true;
+  else r->end = r->p + (end - rd_addr(r));
+}
+
+static inline const uint8_t *rd_take(rd_t *r, size_t n)
+{
+  if (mprof_unlikely(n > (size_t)(r->end - r->p))) {
     r->bad = true;
+    r->p = r->end;
     return NULL;
   }
-  const uint8_t *p = r->v->mem + (r->at - r->v->lo);
-  r->at += n;
+  const uint8_t *p = r->p;
+  r->p += n;
   return p;
+}
+
+static inline uint8_t rd_u8(rd_t *r)
+{
+  if (mprof_likely(r->p < r->end)) return *r->p++;
+  r->bad = true;
+  return 0;
 }
 
 static uint64_t rd_uint(rd_t *r, size_t n)   /* little-endian n-byte unsigned (both targets are) */
@@ -77,28 +97,28 @@ static int64_t rd_sint(rd_t *r, size_t n)
   return (int64_t)(v << shift) >> shift;
 }
 
-static uint64_t rd_uleb(rd_t *r)
+static inline uint64_t rd_uleb(rd_t *r)
 {
-  uint64_t v = 0;
-  for (unsigned shift = 0; shift < 64; shift += 7) {
-    const uint8_t *p = rd_take(r, 1);
-    if (p == NULL) return 0;
-    v |= (uint64_t)(*p & 0x7f) << shift;
-    if (!(*p & 0x80)) return v;
+  uint8_t b = rd_u8(r);
+  if (mprof_likely(!(b & 0x80))) return b;     /* most are one byte */
+  uint64_t v = b & 0x7f;
+  for (unsigned shift = 7; shift < 64; shift += 7) {
+    b = rd_u8(r);
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
   }
   r->bad = true;
   return 0;
 }
 
-static int64_t rd_sleb(rd_t *r)
+static inline int64_t rd_sleb(rd_t *r)
 {
   uint64_t v = 0;
   for (unsigned shift = 0; shift < 64; shift += 7) {
-    const uint8_t *p = rd_take(r, 1);
-    if (p == NULL) return 0;
-    v |= (uint64_t)(*p & 0x7f) << shift;
-    if (!(*p & 0x80)) {
-      if (shift + 7 < 64 && (*p & 0x40)) v |= ~(uint64_t)0 << (shift + 7);
+    uint8_t b = rd_u8(r);
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      if (shift + 7 < 64 && (b & 0x40)) v |= ~(uint64_t)0 << (shift + 7);
       return (int64_t)v;
     }
   }
@@ -113,7 +133,7 @@ static int64_t rd_sleb(rd_t *r)
 static uint64_t rd_encoded(rd_t *r, uint8_t enc, uintptr_t data, bool skip)
 {
   if (enc == PE_OMIT) return 0;
-  uintptr_t field = r->at;
+  uintptr_t field = rd_addr(r);
   uint64_t v;
   switch (enc & 0x0f) {
   case 0x00: v = rd_uint(r, sizeof(uintptr_t)); break;   /* absptr */
@@ -155,7 +175,7 @@ bool mprof_cfi_index(const mprof_cfi_view_t *v, uintptr_t hdr, mprof_cfi_index_t
   uint64_t count = count_enc == PE_OMIT ? 0 : rd_encoded(&r, count_enc, hdr, false);
   if (r.bad || version != 1 || table_enc != TABLE_ENC || count > UINT32_MAX) return false;
   out->hdr = hdr;
-  out->table = r.at;
+  out->table = rd_addr(&r);
   out->eh_frame = eh_frame;
   out->fde_count = (uint32_t)count;
   return true;
@@ -179,111 +199,6 @@ static uintptr_t table_fde(const mprof_cfi_view_t *v, const mprof_cfi_index_t *i
    CIEs and FDEs
 --------------------------------------------------------------------------------------------------- */
 
-typedef struct cie_s {
-  uintptr_t addr;
-  uintptr_t insns, end;            /* its initial instructions */
-  uint64_t  code_align;
-  int64_t   data_align;
-  uint64_t  ra_reg;
-  uint8_t   fde_enc;
-  bool      z, signal;
-} cie_t;
-
-static bool parse_cie(const mprof_cfi_view_t *v, uintptr_t addr, cie_t *c)
-{
-  rd_t r;
-  if (!rd_open(&r, v, addr, v->hi)) return false;
-  uint32_t len = (uint32_t)rd_uint(&r, 4);
-  if (r.bad || len == 0 || len == 0xffffffffu || len > v->hi - r.at) return false;
-  uintptr_t end = r.at + len;
-  r.end = end;
-  uint32_t id = (uint32_t)rd_uint(&r, 4);
-  uint8_t version = (uint8_t)rd_uint(&r, 1);
-  if (r.bad || id != 0 || (version != 1 && version != 3)) return false;
-  char aug[8];
-  size_t na = 0;
-  for (;;) {
-    const uint8_t *p = rd_take(&r, 1);
-    if (p == NULL || na == sizeof aug) return false;
-    aug[na++] = (char)*p;
-    if (*p == 0) break;
-  }
-  memset(c, 0, sizeof *c);
-  c->addr = addr;
-  c->fde_enc = 0;                  /* absptr unless 'R' says otherwise */
-  size_t k = 0;
-  if (aug[0] == 'e' && aug[1] == 'h') {                  /* gcc 2's pointer */
-    (void)rd_uint(&r, sizeof(uintptr_t));
-    k = 2;
-  }
-  c->code_align = rd_uleb(&r);
-  c->data_align = rd_sleb(&r);
-  c->ra_reg = version == 1 ? rd_uint(&r, 1) : rd_uleb(&r);
-  if (aug[k] == 'z') {
-    c->z = true;
-    uint64_t alen = rd_uleb(&r);
-    if (r.bad || alen > r.end - r.at) return false;
-    uintptr_t aend = r.at + (uintptr_t)alen;
-    for (k++; aug[k] != 0 && !r.bad; k++) {
-      if (aug[k] == 'R') c->fde_enc = (uint8_t)rd_uint(&r, 1);
-      else if (aug[k] == 'L') (void)rd_uint(&r, 1);
-      else if (aug[k] == 'P') {
-        uint8_t enc = (uint8_t)rd_uint(&r, 1);
-        (void)rd_encoded(&r, enc, 0, true);
-      } else if (aug[k] == 'S') c->signal = true;
-      else if (aug[k] != 'B' && aug[k] != 'G') break;  /* unknown: the rest is skipped by length */
-    }
-    r.at = aend;
-  } else if (aug[k] != 0) {
-    return false;                  /* an augmentation we cannot skip */
-  }
-  if (r.bad || c->code_align == 0) return false;
-  c->insns = r.at;
-  c->end = end;
-  return true;
-}
-
-typedef struct fde_s {
-  uintptr_t pc_begin, pc_end;
-  uintptr_t insns, end;
-  uintptr_t cie;
-} fde_t;
-
-static bool parse_fde(const mprof_cfi_view_t *v, uintptr_t addr, cie_t *cache, fde_t *f)
-{
-  rd_t r;
-  if (!rd_open(&r, v, addr, v->hi)) return false;
-  uint32_t len = (uint32_t)rd_uint(&r, 4);
-  if (r.bad || len == 0 || len == 0xffffffffu || len > v->hi - r.at) return false;
-  uintptr_t end = r.at + len;
-  r.end = end;
-  uintptr_t id_at = r.at;
-  uint32_t id = (uint32_t)rd_uint(&r, 4);
-  if (r.bad || id == 0 || id > id_at) return false;
-  uintptr_t cie = id_at - id;
-  if (cache->addr != cie && !parse_cie(v, cie, cache)) {
-    cache->addr = 0;
-    return false;
-  }
-  f->cie = cie;
-  f->pc_begin = (uintptr_t)rd_encoded(&r, cache->fde_enc, 0, false);
-  uintptr_t range = (uintptr_t)rd_encoded(&r, cache->fde_enc & 0x0f, 0, false);
-  if (cache->z) {
-    uint64_t alen = rd_uleb(&r);
-    if (alen > r.end - r.at) return false;
-    r.at += (uintptr_t)alen;
-  }
-  if (r.bad || range > UINTPTR_MAX - f->pc_begin) return false;
-  f->pc_end = f->pc_begin + range;
-  f->insns = r.at;
-  f->end = end;
-  return true;
-}
-
-/* ---------------------------------------------------------------------------------------------------
-   The CFA program, for the three columns the walk uses
---------------------------------------------------------------------------------------------------- */
-
 enum { R_SAME, R_UNDEF, R_AT, R_OTHER };                 /* a register's rule */
 enum { C_REG, C_PLT, C_OTHER };                          /* the CFA's */
 
@@ -301,6 +216,123 @@ typedef struct cfa_state_s {
   int32_t cfa_off;                 /* C_PLT: the offset from SP before the entry's push */
   col_t ra, fp;
 } cfa_state_t;
+
+typedef struct cie_s {
+  uintptr_t addr;
+  uintptr_t insns, end;            /* its initial instructions */
+  uint64_t  code_align;
+  int64_t   data_align;
+  uint64_t  ra_reg;
+  uint8_t   fde_enc;
+  bool      z, signal;
+  bool      init_ok;               /* its initial instructions ran: init is every FDE's first state */
+  cfa_state_t init;
+} cie_t;
+
+typedef struct emit_s emit_t;
+static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const cie_t *c,
+                const cfa_state_t *initial, cfa_state_t *s, emit_t *e, uintptr_t *loc, uintptr_t pc_end);
+
+/* Reads the record's length and limits r to it; 0 when unusable (64-bit lengths are not used in
+ * .eh_frame by any toolchain here). */
+static uintptr_t rd_record(rd_t *r)
+{
+  uint32_t len = (uint32_t)rd_uint(r, 4);
+  if (r->bad || len == 0 || len == 0xffffffffu) return 0;
+  uintptr_t end = rd_addr(r) + len;
+  rd_limit(r, end);
+  return r->bad ? 0 : end;
+}
+
+static bool parse_cie(const mprof_cfi_view_t *v, uintptr_t addr, cie_t *c)
+{
+  rd_t r;
+  if (!rd_open(&r, v, addr, v->hi)) return false;
+  uintptr_t end = rd_record(&r);
+  uint32_t id = (uint32_t)rd_uint(&r, 4);
+  uint8_t version = rd_u8(&r);
+  if (end == 0 || r.bad || id != 0 || (version != 1 && version != 3)) return false;
+  char aug[8];
+  size_t na = 0;
+  for (;;) {
+    uint8_t ch = rd_u8(&r);
+    if (r.bad || na == sizeof aug) return false;
+    aug[na++] = (char)ch;
+    if (ch == 0) break;
+  }
+  memset(c, 0, sizeof *c);
+  c->addr = addr;
+  c->fde_enc = 0;                  /* absptr unless 'R' says otherwise */
+  size_t k = 0;
+  if (aug[0] == 'e' && aug[1] == 'h') {                  /* gcc 2's pointer */
+    (void)rd_take(&r, sizeof(uintptr_t));
+    k = 2;
+  }
+  c->code_align = rd_uleb(&r);
+  c->data_align = rd_sleb(&r);
+  c->ra_reg = version == 1 ? rd_u8(&r) : rd_uleb(&r);
+  if (aug[k] == 'z') {
+    c->z = true;
+    uint64_t alen = rd_uleb(&r);
+    if (r.bad || alen > (uint64_t)(r.end - r.p)) return false;
+    const uint8_t *aend = r.p + alen;
+    for (k++; aug[k] != 0 && !r.bad; k++) {
+      if (aug[k] == 'R') c->fde_enc = rd_u8(&r);
+      else if (aug[k] == 'L') (void)rd_u8(&r);
+      else if (aug[k] == 'P') {
+        uint8_t enc = rd_u8(&r);
+        (void)rd_encoded(&r, enc, 0, true);
+      } else if (aug[k] == 'S') c->signal = true;
+      else if (aug[k] != 'B' && aug[k] != 'G') break;  /* unknown: the rest is skipped by length */
+    }
+    r.p = aend;
+  } else if (aug[k] != 0) {
+    return false;                  /* an augmentation we cannot skip */
+  }
+  if (r.bad || c->code_align == 0) return false;
+  c->insns = rd_addr(&r);
+  c->end = end;
+  c->init = (cfa_state_t){.cfa_how = C_REG, .cfa_reg = REG_SP, .ra = {R_SAME, 0}, .fp = {R_SAME, 0}};
+  uintptr_t loc = 0;
+  c->init_ok = run(v, c->insns, c->end, c, &c->init, &c->init, NULL, &loc, 0);
+  return true;
+}
+
+typedef struct fde_s {
+  uintptr_t pc_begin, pc_end;
+  uintptr_t insns, end;
+} fde_t;
+
+/* The FDE at addr, its CIE parsed into *cache unless it is there already. */
+static bool parse_fde(const mprof_cfi_view_t *v, uintptr_t addr, cie_t *cache, fde_t *f)
+{
+  rd_t r;
+  if (!rd_open(&r, v, addr, v->hi)) return false;
+  uintptr_t end = rd_record(&r), id_at = rd_addr(&r);
+  uint32_t id = (uint32_t)rd_uint(&r, 4);
+  if (end == 0 || r.bad || id == 0 || id > id_at) return false;
+  uintptr_t cie = id_at - id;
+  if (cache->addr != cie && !parse_cie(v, cie, cache)) {
+    cache->addr = 0;
+    return false;
+  }
+  f->pc_begin = (uintptr_t)rd_encoded(&r, cache->fde_enc, 0, false);
+  uintptr_t range = (uintptr_t)rd_encoded(&r, cache->fde_enc & 0x0f, 0, false);
+  if (cache->z) {
+    uint64_t alen = rd_uleb(&r);
+    if (alen > (uint64_t)(r.end - r.p)) return false;
+    r.p += alen;
+  }
+  if (r.bad || range > UINTPTR_MAX - f->pc_begin) return false;
+  f->pc_end = f->pc_begin + range;
+  f->insns = rd_addr(&r);
+  f->end = end;
+  return true;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The CFA program, for the three columns the walk uses
+--------------------------------------------------------------------------------------------------- */
 
 #define REMEMBER_MAX 4             /* nested remember_state (compilers use one) */
 
@@ -371,11 +403,11 @@ static bool push_row(mprof_rowbuf_t *o, uint32_t start, uint32_t rule)
   return true;
 }
 
-typedef struct emit_s {
+struct emit_s {
   mprof_rowbuf_t *out;
   uintptr_t from, to;
   bool full;
-} emit_t;
+};
 
 /* The rule of state s holds over [loc, next). */
 static void emit(emit_t *e, uintptr_t loc, uintptr_t next, uint32_t rule)
@@ -395,8 +427,8 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
   rd_t r;
   if (!rd_open(&r, v, at, end)) return false;
   const uint64_t ra_reg = c->ra_reg;
-  while (r.at < r.end && !r.bad) {
-    uint8_t op = (uint8_t)rd_uint(&r, 1);
+  while (r.p < r.end && !r.bad) {
+    uint8_t op = rd_u8(&r);
     uint64_t reg = 0, advance = 0;
     int64_t off = 0;
     uint8_t high = op & 0xc0, low = op & 0x3f;
@@ -418,7 +450,7 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
         *loc = to;
         continue;
       }
-      case 0x02: advance = rd_uint(&r, 1); break;
+      case 0x02: advance = rd_u8(&r); break;
       case 0x03: advance = rd_uint(&r, 2); break;
       case 0x04: advance = rd_uint(&r, 4); break;
       case 0x05: reg = rd_uleb(&r), off = (int64_t)rd_uleb(&r) * c->data_align; goto set_at;
@@ -465,8 +497,8 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
       case 0x10: case 0x16: {                            /* expression, val_expression */
         reg = rd_uleb(&r);
         uint64_t n = rd_uleb(&r);
-        if (n > r.end - r.at) return false;
-        r.at += (uintptr_t)n;
+        if (n > (uint64_t)(r.end - r.p)) return false;
+        r.p += n;
         if (reg == ra_reg) s->ra.how = R_OTHER;
         else if (reg == REG_FP) s->fp.how = R_OTHER;
         continue;
@@ -547,13 +579,12 @@ bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, u
       continue;
     }
     if (f.pc_end <= from) continue;
-    cfa_state_t init = {.cfa_how = C_REG, .cfa_reg = REG_SP, .ra = {R_SAME, 0}, .fp = {R_SAME, 0}};
     uintptr_t at = f.pc_begin;
-    if (!run(v, cie.insns, cie.end, &cie, &init, &init, NULL, &at, f.pc_end)) {
+    if (!cie.init_ok) {
       emit(&e, f.pc_begin, f.pc_end, MPROF_ROW_FALLBACK);
     } else {
-      cfa_state_t s = init;
-      if (run(v, f.insns, f.end, &cie, &init, &s, &e, &at, f.pc_end)) emit(&e, at, f.pc_end, encode(&s, &cie));
+      cfa_state_t s = cie.init;
+      if (run(v, f.insns, f.end, &cie, &cie.init, &s, &e, &at, f.pc_end)) emit(&e, at, f.pc_end, encode(&s, &cie));
       else emit(&e, at, f.pc_end, MPROF_ROW_FALLBACK);
     }
     emit(&e, f.pc_end, f.pc_end + 1, MPROF_ROW_NONE);

@@ -203,7 +203,7 @@ static MPROF_NOINLINE mprof_walk_end_t step_slow(walk_t *w, const mprof_walk_env
   *emit = false;
   if (w->obj == NULL || look - w->obj->start >= w->obj->span) {
     const mprof_uobj_t *o = w->prev;
-    if (o == NULL || look - o->start >= o->span) o = mprof_unwtab_object(look, &w->cursor) ? w->cursor.obj : NULL;
+    if (o == NULL || look - o->start >= o->span) o = mprof_unwtab_find(look, &w->cursor);
     if (o == NULL) {                             /* outside every object: qemu-user's trampoline? */
       if (!is_sigreturn(r->pc, false) || !signal_step(env, r)) return MPROF_WALK_NONE;
       w->adj = 0;
@@ -290,7 +290,7 @@ mprof_unwind_table(uintptr_t *out, size_t max, const mprof_walk_env_t *env, mpro
         const mprof_uobj_t *o = w.obj;
         if (o == NULL || look - o->start >= o->span) {
           o = w.prev;
-          if (o == NULL || look - o->start >= o->span) o = mprof_unwtab_object(look, &w.cursor) ? w.cursor.obj : NULL;
+          if (o == NULL || look - o->start >= o->span) o = mprof_unwtab_find(look, &w.cursor);
           if (o == NULL) break;
           w.prev = w.obj, w.obj = o;
         }

@@ -39,18 +39,11 @@
 
 #if MPROF_HAVE_TABLE
 
-typedef struct objset_entry_s {
-  uintptr_t start, end;
-  mprof_uobj_t *obj;
-} objset_entry_t;
+typedef mprof_objset_entry_t objset_entry_t;
+typedef mprof_objset_t objset_t;
 
-typedef struct objset_s {
-  mprof_retired_t retired;
-  size_t n;
-  objset_entry_t e[];
-} objset_t;
-
-static objset_t *objset;                 /* atomic: the published objects, sorted by start */
+mprof_objset_t *mprof_unwtab_objset;     /* atomic: the published objects, sorted by start */
+#define objset mprof_unwtab_objset
 uint64_t mprof_unwtab_epoch;             /* atomic */
 uint64_t mprof_unwtab_readers[2];        /* atomic: walks under way that entered in an even / odd epoch */
 static mprof_retired_t *limbo;           /* atomic: retired memory not freed yet (a stack) */
@@ -381,29 +374,37 @@ bool mprof_unwtab_object(uintptr_t pc, mprof_ucursor_t *c)
 
 #define CHUNK_SPAN ((size_t)1 << MPROF_TAB_CHUNK_SHIFT)
 
-/* The rule's index in dict (n distinct so far), added when new; -1 when the dictionary is full. */
-static int rule_index(uint32_t *dict, uint32_t *n, uint32_t rule)
+/* The rule's index in dict (n distinct so far), added when new; -1 when the dictionary is full.  hash:
+ * DICT_SLOTS open-addressing slots of index + 1. */
+#define DICT_SLOTS 4096u
+static int rule_index(uint32_t *dict, uint32_t *n, uint16_t *hash, uint32_t rule)
 {
-  for (uint32_t k = 0; k < *n; k++)
-    if (dict[k] == rule) return (int)k;
-  if (*n == UINT16_MAX) return -1;
-  dict[*n] = rule;
-  return (int)(*n)++;
+  for (uint32_t h = (rule * 0x9e3779b1u) >> 20;; h = (h + 1) & (DICT_SLOTS - 1)) {
+    if (hash[h] == 0) {
+      if (*n == DICT_SLOTS / 2) return -1;
+      dict[*n] = rule;
+      hash[h] = (uint16_t)++*n;
+      return (int)*n - 1;
+    }
+    if (dict[hash[h] - 1] == rule) return hash[h] - 1;
+  }
 }
 
 static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
 {
   uintptr_t from = o->start + (index << MPROF_TAB_CHUNK_SHIFT);
   size_t span = o->span - (index << MPROF_TAB_CHUNK_SHIFT) < CHUNK_SPAN ? o->span - (index << MPROF_TAB_CHUNK_SHIFT) : CHUNK_SPAN;
-  size_t tmp_bytes = span * 3 * sizeof(uint32_t);        /* a row per byte at most, and its rule */
+  /* A row per byte at most; the distinct rules and their hash. */
+  size_t tmp_bytes = span * 2 * sizeof(uint32_t) + DICT_SLOTS / 2 * sizeof(uint32_t) + DICT_SLOTS * sizeof(uint16_t);
   uint32_t *tmp = mprof_pmem_map_temp(tmp_bytes);
   if (tmp == NULL) return MPROF_TAB_FAILED;
   mprof_rowbuf_t rows = {tmp, tmp + span, 0, span};
   uint32_t *dict = tmp + 2 * span, nrules = 0;
+  uint16_t *hash = (uint16_t *)(dict + DICT_SLOTS / 2);
   mprof_tabchunk_t *ch = MPROF_TAB_FAILED;
   bool ok = mprof_cfi_compile(&o->view, &o->index, from, span, &rows) && rows.n > 0;
   for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
-    int k = rule_index(dict, &nrules, rows.rule[i]);
+    int k = rule_index(dict, &nrules, hash, rows.rule[i]);
     if (k < 0) ok = false;
     rows.rule[i] = (uint32_t)k;
   }

@@ -162,6 +162,33 @@ static inline void mprof_unwtab_leave(unsigned slot)
 }
 /* The object holding pc (cursor updated), registered on first sight; false when pc lies in none. */
 bool     mprof_unwtab_object(uintptr_t pc, mprof_ucursor_t *c);
+
+/* The published objects, sorted by start: an array replaced whole when one is added or found gone. */
+typedef struct mprof_objset_entry_s {
+  uintptr_t start, end;
+  mprof_uobj_t *obj;
+} mprof_objset_entry_t;
+
+typedef struct mprof_objset_s {
+  mprof_retired_t retired;
+  size_t n;
+  mprof_objset_entry_t e[];
+} mprof_objset_t;
+
+extern mprof_objset_t *mprof_unwtab_objset MPROF_HIDDEN;   /* atomic */
+
+/* mprof_unwtab_object's common case inline: a permanent object already known (a process has a few). */
+static inline const mprof_uobj_t *mprof_unwtab_find(uintptr_t pc, mprof_ucursor_t *c)
+{
+  const mprof_objset_t *set = __atomic_load_n(&mprof_unwtab_objset, __ATOMIC_ACQUIRE);
+  for (size_t i = 0, n = set != NULL ? set->n : 0; i < n; i++) {
+    if (pc - set->e[i].start < set->e[i].end - set->e[i].start) {
+      if (set->e[i].obj->permanent) return set->e[i].obj;
+      break;
+    }
+  }
+  return mprof_unwtab_object(pc, c) ? c->obj : NULL;
+}
 /* The chunk of obj covering offset `off`, compiled on first need (MPROF_TAB_FAILED when it cannot be). */
 const mprof_tabchunk_t *mprof_unwtab_chunk_slow(const mprof_uobj_t *obj, size_t index);
 void     mprof_unwtab_note_initial(uintptr_t map_start);   /* at load: an object there from the start */
