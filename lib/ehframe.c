@@ -389,6 +389,33 @@ static uint32_t encode(const cfa_state_t *s, const cie_t *c)
   return MPROF_ROW_MAKE(kind, s->cfa_reg == REG_FP, s->cfa_off, ra, fp) | pac;
 }
 
+struct emit_s {
+  mprof_rowbuf_t *out;
+  uintptr_t from, to;
+  bool full;
+  bool cached;                     /* rule is encode(last): the FDE's last state encoded */
+  uint32_t rule;
+  cfa_state_t last;
+};
+
+static bool same_state(const cfa_state_t *a, const cfa_state_t *b)
+{
+  return a->cfa_how == b->cfa_how && a->plt_k == b->plt_k && a->pac == b->pac && a->cfa_reg == b->cfa_reg &&
+         a->cfa_off == b->cfa_off && a->ra.how == b->ra.how && a->ra.off == b->ra.off && a->fp.how == b->fp.how &&
+         a->fp.off == b->fp.off;
+}
+
+/* encode(), again only when the state changed (most locations change registers no row holds). */
+static uint32_t encode_cached(const cfa_state_t *s, const cie_t *c, emit_t *e)
+{
+  if (!e->cached || !same_state(s, &e->last)) {
+    e->last = *s;
+    e->rule = encode(s, c);
+    e->cached = true;
+  }
+  return e->rule;
+}
+
 /* Appends (start, rule), merging with what is there: a row at the same start is replaced (a later FDE
  * wins), one whose rule repeats the previous row's is dropped. */
 static bool push_row(mprof_rowbuf_t *o, uint32_t start, uint32_t rule)
@@ -403,11 +430,6 @@ static bool push_row(mprof_rowbuf_t *o, uint32_t start, uint32_t rule)
   return true;
 }
 
-struct emit_s {
-  mprof_rowbuf_t *out;
-  uintptr_t from, to;
-  bool full;
-};
 
 /* The rule of state s holds over [loc, next). */
 static void emit(emit_t *e, uintptr_t loc, uintptr_t next, uint32_t rule)
@@ -446,7 +468,7 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
       case 0x01: {                                       /* set_loc */
         uintptr_t to = (uintptr_t)rd_encoded(&r, c->fde_enc, 0, false);
         if (r.bad || to < *loc) return false;
-        if (e != NULL) emit(e, *loc, to < pc_end ? to : pc_end, encode(s, c));
+        if (e != NULL) emit(e, *loc, to < pc_end ? to : pc_end, encode_cached(s, c, e));
         *loc = to;
         continue;
       }
@@ -526,7 +548,7 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
       if (advance > (UINTPTR_MAX - *loc) / c->code_align) return false;
       uintptr_t to = *loc + (uintptr_t)(advance * c->code_align);
       if (e != NULL) {
-        emit(e, *loc, to < pc_end ? to : pc_end, encode(s, c));
+        emit(e, *loc, to < pc_end ? to : pc_end, encode_cached(s, c, e));
         if (to >= e->to) return true;                    /* the rest lies beyond the chunk */
       }
       *loc = to;
@@ -563,7 +585,7 @@ static size_t first_entry(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix
 bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, uintptr_t from, size_t span,
                        mprof_rowbuf_t *out)
 {
-  emit_t e = {out, from, from + span, false};
+  emit_t e = {.out = out, .from = from, .to = from + span};
   out->n = 0;
   if (!push_row(out, 0, MPROF_ROW_NONE)) return false;
   cie_t cie = {0};
@@ -580,11 +602,13 @@ bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, u
     }
     if (f.pc_end <= from) continue;
     uintptr_t at = f.pc_begin;
+    e.cached = false;                              /* its CIE's signal flag and columns count too */
     if (!cie.init_ok) {
       emit(&e, f.pc_begin, f.pc_end, MPROF_ROW_FALLBACK);
     } else {
       cfa_state_t s = cie.init;
-      if (run(v, f.insns, f.end, &cie, &cie.init, &s, &e, &at, f.pc_end)) emit(&e, at, f.pc_end, encode(&s, &cie));
+      if (run(v, f.insns, f.end, &cie, &cie.init, &s, &e, &at, f.pc_end))
+        emit(&e, at, f.pc_end, encode_cached(&s, &cie, &e));
       else emit(&e, at, f.pc_end, MPROF_ROW_FALLBACK);
     }
     emit(&e, f.pc_end, f.pc_end + 1, MPROF_ROW_NONE);
