@@ -618,7 +618,8 @@ static MPROF_NOINLINE size_t unwind_with_table(uintptr_t *out, size_t max)
 {
   thread_stack_t *s = &tstack;
   mprof_walk_env_t env = {.stack_lo = 1, .alt_lo = s->alt_lo, .alt_hi = s->alt_hi, .self_lo = self_lo,
-                          .self_hi = self_hi, .mi_lo = mi_lo, .mi_hi = mi_hi, .slot = &s->table_slot};
+                          .self_hi = self_hi, .mi_lo = mi_lo, .mi_hi = mi_hi, .slot = &s->table_slot,
+                          .check = check_table};
   if (s->hi - s->mapped_lo >= sizeof(uintptr_t)) {
     env.stack_lo = s->mapped_lo;
     env.stack_span = s->hi - s->mapped_lo - sizeof(uintptr_t);
@@ -632,7 +633,7 @@ static MPROF_NOINLINE size_t unwind_with_table(uintptr_t *out, size_t max)
     n = m > 0 ? skip_own(out, out, (size_t)m, max) : 0;
     handed = true;
   }
-  mprof_unwind_table_note(end, handed);
+  mprof_unwind_table_note(&env, end, handed);
 #if HAVE_LIBUNWIND
   if (mprof_unlikely(check_table)) check_with_libunwind(out, n, max, end, handed);
 #endif

@@ -232,8 +232,8 @@ stepped:
 /* The fast loop keeps pc, sp and fp in registers and takes plain rows only: a frame in the object of the
  * frame before, its return address (and frame pointer) on the thread's stack.  Anything else goes through
  * step_slow, with the state in memory. */
-__attribute__((optimize("no-tree-slp-vectorize"))) MPROF_NOINLINE size_t
-mprof_unwind_table(uintptr_t *out, size_t max, const mprof_walk_env_t *env, mprof_walk_end_t *end)
+MPROF_NOINLINE size_t
+mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mprof_walk_end_t *end)
 {
   walk_t w = {.leading = true, .cursor = {.lo = 1, .span = 0}};
 #if defined(__x86_64__) && MPROF_FRAME_POINTERS
@@ -252,7 +252,11 @@ mprof_unwind_table(uintptr_t *out, size_t max, const mprof_walk_env_t *env, mpro
 #if defined(__x86_64__)
   __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(fp));
 #else
-  __asm__ volatile("adr %0, .\n\tmov %1, sp\n\tmov %2, x29" : "=r"(pc), "=r"(sp), "=r"(fp));
+  /* And the link register: where this function's prologue has not saved it yet (the compiler may move
+   * it past code that needs no frame), it still holds the return address, and the row here says so. */
+  __asm__ volatile("adr %0, .\n\tmov %1, sp\n\tmov %2, x29\n\tmov %3, x30"
+                   : "=r"(pc), "=r"(sp), "=r"(fp), "=r"(w.r.lr));
+  w.r.flags = LR_LIVE;
 #endif
   w.adj = 0;                     /* the walk starts where execution is */
 #endif
@@ -325,6 +329,7 @@ out:
   *env->slot = 0;
   mprof_unwtab_leave(slot);
   *end = why;
+  env->stop_pc = pc;
   return (size_t)(p - out);
 }
 
@@ -333,11 +338,18 @@ out:
 --------------------------------------------------------------------------------------------------- */
 
 static uint64_t ends[4], handed_over;   /* relaxed atomics: walks by how they ended; stacks libgcc took */
+#define STOPS_KEPT 8
+static uintptr_t stops[STOPS_KEPT];     /* where the first walks that ended early stopped (the check's) */
+static unsigned stop_end[STOPS_KEPT], n_stops;
 
-void mprof_unwind_table_note(mprof_walk_end_t end, bool handed)
+void mprof_unwind_table_note(const mprof_walk_env_t *env, mprof_walk_end_t end, bool handed)
 {
   __atomic_fetch_add(&ends[end], 1, __ATOMIC_RELAXED);
   if (handed) __atomic_fetch_add(&handed_over, 1, __ATOMIC_RELAXED);
+  if (end != MPROF_WALK_DONE && env->check) {
+    unsigned k = __atomic_fetch_add(&n_stops, 1, __ATOMIC_RELAXED);
+    if (k < STOPS_KEPT) stops[k] = env->stop_pc, stop_end[k] = end;
+  }
 }
 
 #define CHECK_KEEP   32        /* differing samples kept for the report */
@@ -436,6 +448,10 @@ __attribute__((destructor)) static void check_report(void)
       PRIu64 " rows, %" PRIu64 " bytes, %" PRIu64 " failed, %" PRIu64 " stale\n",
       ends[0], ends[1], ends[2], handed_over, ends[3], st.objects, st.chunks, st.rows, st.chunk_bytes,
       st.chunk_failures, st.stale);
+  for (unsigned k = 0; k < n_stops && k < STOPS_KEPT; k++) {
+    say("mimalloc-prof: unwind check: a walk ended (%s) at:\n", end_name[stop_end[k]]);
+    say_frame("stopped  ", 0, stops[k]);
+  }
   uint64_t kept = check.kept < CHECK_KEEP ? check.kept : CHECK_KEEP;
   for (uint64_t k = 0; k < kept && check.keep != NULL; k++) {
     const check_sample_t *c = &check.keep[k];

@@ -233,13 +233,16 @@ static inline uint32_t mprof_unwtab_rule(const mprof_uobj_t *obj, uintptr_t off)
    unwind_table.c: the walk; unwind.c gives it the memory it may read directly
 --------------------------------------------------------------------------------------------------- */
 
-typedef struct mprof_walk_env_s {
+typedef struct mprof_walk_env_s mprof_walk_env_t;
+struct mprof_walk_env_s {
   uintptr_t stack_lo, stack_span;                 /* a word at a is readable when a - stack_lo <= span */
   unsigned *slot;                                 /* set to the walk's reader slot + 1 while it runs */
+  bool check;                                     /* MIMALLOC_PROF_UNWIND_CHECK: note where walks stop */
+  uintptr_t stop_pc;                              /* out: the frame the walk could not step from */
   uintptr_t alt_lo, alt_hi;                       /* the alternate signal stack this sample runs on */
   uintptr_t self_lo, self_hi;                     /* the library's code: leading frames not reported */
   uintptr_t mi_lo, mi_hi;                         /* libmimalloc's: leading frames not reported either */
-} mprof_walk_env_t;
+};
 
 typedef enum mprof_walk_end_e {
   MPROF_WALK_DONE,        /* the outermost frame, or max frames */
@@ -248,9 +251,10 @@ typedef enum mprof_walk_end_e {
   MPROF_WALK_UNREADABLE   /* memory it may not read (or a frame that does not move up the stack) */
 } mprof_walk_end_t;
 
-size_t mprof_unwind_table(uintptr_t *out, size_t max, const mprof_walk_env_t *env, mprof_walk_end_t *end);
-/* Counts how a walk ended (handed: libgcc took the stack). */
-void   mprof_unwind_table_note(mprof_walk_end_t end, bool handed);
+size_t mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mprof_walk_end_t *end);
+/* Counts how a walk ended (handed: libgcc took the stack); the check keeps the first frames where walks
+ * stopped early, for its report. */
+void   mprof_unwind_table_note(const mprof_walk_env_t *env, mprof_walk_end_t end, bool handed);
 /* MIMALLOC_PROF_UNWIND_CHECK: a sample's stack from the table (a) and from libunwind (b; NULL: not asked),
  * counted and, for the first ones that differ, kept for the report at exit. */
 void   mprof_unwind_check_note(const uintptr_t *a, size_t na, const uintptr_t *b, size_t nb, mprof_walk_end_t end,
