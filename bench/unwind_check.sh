@@ -34,8 +34,8 @@ export MIMALLOC_PROF_UNWIND=table MIMALLOC_PROF_UNWIND_CHECK=1
 # run NAME CMD...: CMD with the profiler preloaded and sampling, its stderr (the reports) in $out/NAME.err
 run() {
   name=$1; shift
-  env MIMALLOC_PROF=1 MIMALLOC_PROF_SAMPLE_RATE="$rate" PYTHONMALLOC=malloc PYTHONHASHSEED=0 LD_PRELOAD="$lib" \
-    "$@" >/dev/null 2>"$out/$name.err" || echo "note: $name exited with status $?" >&2
+  env MIMALLOC_PROF=1 MIMALLOC_PROF_SAMPLE_RATE="$rate" PYTHONMALLOC=malloc PYTHONHASHSEED=0 \
+    LD_PRELOAD="$lib" "$@" >/dev/null 2>"$out/$name.err" || echo "note: $name exited with status $?" >&2
 }
 # probe NAME CMD...: a test probe (linked with the library it was built with), its own rates
 probe() {
@@ -77,7 +77,8 @@ fi
 
 echo "library: $lib; MIMALLOC_PROF_SAMPLE_RATE=$rate for the preloaded programs"
 echo "samples: compared with libunwind (unchecked: where libunwind's stack need did not fit, the tiny stacks)"
-printf "%-20s %9s %9s %7s %7s %7s %7s %9s %9s\n" program samples identical differ shorter longer frame fallback unchecked
+printf "%-20s %9s %9s %7s %7s %7s %7s %9s %9s\n" program samples identical differ shorter longer frame \
+  fallback unchecked
 for f in "$out"/*.err; do
   name=$(basename "$f" .err)
   # Each process reports two lines; a program that runs others (g++, git, fork children) reports several.
@@ -89,9 +90,14 @@ for f in "$out"/*.err; do
       if (match($0, /longer [0-9]+/)) lo += substr($0, RSTART + 7, RLENGTH - 7)
       if (match($0, /a frame differs [0-9]+/)) fr += substr($0, RSTART + 16, RLENGTH - 16)
     }
-    /unwind check: walks ended:/ { if (match($0, /fallback [0-9]+/)) fb += substr($0, RSTART + 9, RLENGTH - 9) }
-    END { printf "%-20s %9d %9d %7d %7d %7d %7d %9d %9d\n", name, s - un, i, s - un - i, sh, lo, fr, fb, un }' "$f"
+    /unwind check: walks ended:/ {
+      if (match($0, /fallback [0-9]+/)) fb += substr($0, RSTART + 9, RLENGTH - 9)
+    }
+    END {
+      printf "%-20s %9d %9d %7d %7d %7d %7d %9d %9d\n", name, s - un, i, s - un - i, sh, lo, fr, fb, un
+    }' "$f"
 done | tee "$out/table.txt"
-awk '{ s += $2; i += $3 } END { printf "%-20s %9d %9d %7d   identical: %.4f%%\n", "all", s, i, s - i, s ? 100 * i / s : 0 }' \
+awk '{ s += $2; i += $3 }
+     END { printf "%-20s %9d %9d %7d   identical: %.4f%%\n", "all", s, i, s - i, s ? 100 * i / s : 0 }' \
   "$out/table.txt"
 echo "the first differing samples of each process, their frames named: $out/*.err"

@@ -35,14 +35,14 @@ bin=$out/bin
 mkdir -p "$bin"
 
 fpflags="-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
-for w in malloc_loop mixed_live xthread realloc_heavy aligned thread_churn stdio_lines thread_short rptest_like \
-         mstress_like xmalloc_like; do
+for w in malloc_loop mixed_live xthread realloc_heavy aligned thread_churn stdio_lines thread_short \
+         rptest_like mstress_like xmalloc_like; do
   # shellcheck disable=SC2086  # $fpflags is a list of flags
   cc -O2 -fno-builtin $fpflags -Wall -pthread -o "$bin/$w" "bench/$w.c"
 done
 # shellcheck disable=SC2086
-cc -O2 -fno-builtin $fpflags -fno-optimize-sibling-calls -Iinclude -o "$bin/sample_cost_fp" bench/sample_cost.c \
-  "$lib" -Wl,-rpath,"$libdir"
+cc -O2 -fno-builtin $fpflags -fno-optimize-sibling-calls -Iinclude -o "$bin/sample_cost_fp" \
+  bench/sample_cost.c "$lib" -Wl,-rpath,"$libdir"
 cc -O2 -fno-builtin -fomit-frame-pointer -fno-optimize-sibling-calls -Iinclude -o "$bin/sample_cost_nofp" \
   bench/sample_cost.c "$lib" -Wl,-rpath,"$libdir"
 "$bin/stdio_lines" gen "$bin/lines.txt" 100000
@@ -51,11 +51,12 @@ cc -O2 -fno-builtin -fomit-frame-pointer -fno-optimize-sibling-calls -Iinclude -
 jobfile=$out/jobs
 : >"$jobfile"
 job() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$jobfile"; }
-base="PATH=/usr/bin:/bin LC_ALL=C PYTHONMALLOC=malloc PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1 PERL_HASH_SEED=0
-      PERL_PERTURB_KEYS=0 MIMALLOC_PROF_SAMPLE_RATE=524288 MIMALLOC_PROF_SEED=1 LD_PRELOAD=$lib"
+base="PATH=/usr/bin:/bin LC_ALL=C PYTHONMALLOC=malloc PYTHONHASHSEED=0 PYTHONDONTWRITEBYTECODE=1
+      PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0 MIMALLOC_PROF_SAMPLE_RATE=524288 MIMALLOC_PROF_SEED=1
+      LD_PRELOAD=$lib"
 base=$(echo $base)
-workloads="malloc_loop mixed_live xthread realloc_heavy aligned thread_churn stdio_lines thread_short rptest_like
-           mstress_like xmalloc_like python3 sqlite3 perl"
+workloads="malloc_loop mixed_live xthread realloc_heavy aligned thread_churn stdio_lines thread_short
+           rptest_like mstress_like xmalloc_like python3 sqlite3 perl"
 cmd_of() {
   case $1 in
     malloc_loop) echo "$bin/malloc_loop 2000000" ;;
@@ -70,14 +71,18 @@ cmd_of() {
     mstress_like) echo "$bin/mstress_like 4" ;;
     xmalloc_like) echo "$bin/xmalloc_like 500000" ;;
     python3) echo "$python $top/bench/py_workload.py 0.5" ;;
-    sqlite3) echo "/usr/bin/sqlite3 -batch -cmd .parameter\\ set\\ @n\\ 15000 :memory: .read\\ $top/bench/sqlite_workload.sql" ;;
+    sqlite3)
+      echo "/usr/bin/sqlite3 -batch -cmd .parameter\\ set\\ @n\\ 15000 :memory:" \
+        ".read\\ $top/bench/sqlite_workload.sql" ;;
     perl) echo "/usr/bin/perl $top/bench/pl_workload.pl 0.35" ;;
   esac
 }
 case " $parts " in *" 1 "*)
   for w in $workloads; do
     job "w.$w.stopped" "$base MIMALLOC_PROF=0" "$(cmd_of "$w")"
-    for u in $unwinders; do job "w.$w.$u" "$base MIMALLOC_PROF=1 MIMALLOC_PROF_UNWIND=$u" "$(cmd_of "$w")"; done
+    for u in $unwinders; do
+      job "w.$w.$u" "$base MIMALLOC_PROF=1 MIMALLOC_PROF_UNWIND=$u" "$(cmd_of "$w")"
+    done
   done ;;
 esac
 case " $parts " in *" 2 "*)
@@ -86,7 +91,8 @@ case " $parts " in *" 2 "*)
       prog=$bin/sample_cost_nofp
       [ "$u" = fp ] && prog=$bin/sample_cost_fp
       for mode in on off; do
-        job "c.$u.$d.$mode" "MIMALLOC_PROF_UNWIND=$u CG_ARGS=--collect-atstart=no" "$prog callgrind $mode $n $d"
+        job "c.$u.$d.$mode" "MIMALLOC_PROF_UNWIND=$u CG_ARGS=--collect-atstart=no" \
+          "$prog callgrind $mode $n $d"
       done
     done
   done ;;
@@ -96,7 +102,9 @@ case " $parts " in *" 3 "*)
     c=/bin/true
     [ $p = python ] && c="$python -c pass"
     job "s.$p.stopped" "MIMALLOC_PROF=0 MIMALLOC_PROF_SEED=1 LD_PRELOAD=$lib" "$c"
-    for u in $unwinders; do job "s.$p.$u" "MIMALLOC_PROF=1 MIMALLOC_PROF_SEED=1 MIMALLOC_PROF_UNWIND=$u LD_PRELOAD=$lib" "$c"; done
+    for u in $unwinders; do
+      job "s.$p.$u" "MIMALLOC_PROF=1 MIMALLOC_PROF_SEED=1 MIMALLOC_PROF_UNWIND=$u LD_PRELOAD=$lib" "$c"
+    done
   done ;;
 esac
 
@@ -122,7 +130,8 @@ done <"$jobfile"
 wait
 
 val() { cat "$out/$1.n" 2>/dev/null || echo 0; }
-echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+echo "machine: $(uname -m), $(nproc) cores, $cpu"
 case " $parts " in *" 1 "*)
   echo
   echo "1. instructions, sampling at 524288 / stopped (whole process; geomean over the workloads)"
@@ -132,7 +141,9 @@ case " $parts " in *" 1 "*)
   for w in $workloads; do
     s=$(val "w.$w.stopped")
     printf "%-14s %14d" "$w" "$s"
-    for u in $unwinders; do awk -v a="$(val "w.$w.$u")" -v b="$s" 'BEGIN { printf " %10.5f", b ? a / b : 0 }'; done
+    for u in $unwinders; do
+      awk -v a="$(val "w.$w.$u")" -v b="$s" 'BEGIN { printf " %10.5f", b ? a / b : 0 }'
+    done
     echo
   done | tee "$out/part1.txt"
   for set in all C; do
@@ -147,14 +158,16 @@ case " $parts " in *" 1 "*)
 esac
 case " $parts " in *" 2 "*)
   echo
-  echo "2. own work per sample, bench/sample_cost, $n samples a batch (fp: built with frame pointers; others: without)"
+  echo "2. own work per sample, bench/sample_cost, $n samples a batch (fp: built with frame pointers;" \
+    "others: without)"
   for d in 8 32; do
     for u in $unwinders; do
       on=$(val "c.$u.$d.on"); off=$(val "c.$u.$d.off")
       smp=$(sed -n 's/.*samples=\([0-9]*\).*/\1/p' "$out/c.$u.$d.on.out")
       frames=$(sed -n 's/.*frames=\([0-9]*\).*/\1/p' "$out/c.$u.$d.on.out")
       awk -v u="$u" -v d="$d" -v on="$on" -v off="$off" -v s="$smp" -v f="$frames" \
-        'BEGIN { printf "depth %2d %-10s frames %2d  %8.0f instructions per sample\n", d, u, f, s ? (on - off) / s : 0 }'
+        'BEGIN { printf "depth %2d %-10s frames %2d  %8.0f instructions per sample\n", d, u, f,
+                 s ? (on - off) / s : 0 }'
     done
   done ;;
 esac

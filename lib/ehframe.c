@@ -366,13 +366,15 @@ static uint32_t encode(const cfa_state_t *s, const cie_t *c)
   if (s->ra.how == R_UNDEF) return MPROF_ROW_END;
   unsigned ra = 0, fp = 0;
   if (s->ra.how == R_AT) {
-    if (s->ra.off >= 0 || s->ra.off % 8 != 0 || -(int64_t)s->ra.off / 8 > MPROF_ROW_SLOT_MAX) return MPROF_ROW_FALLBACK;
+    if (s->ra.off >= 0 || s->ra.off % 8 != 0 || -(int64_t)s->ra.off / 8 > MPROF_ROW_SLOT_MAX)
+      return MPROF_ROW_FALLBACK;
     ra = (unsigned)(-s->ra.off / 8);
   } else if (s->ra.how != R_SAME || c->ra_reg != 30) {   /* still in LR: aarch64 only */
     return MPROF_ROW_FALLBACK;
   }
   if (s->fp.how == R_AT) {
-    if (s->fp.off >= 0 || s->fp.off % 8 != 0 || -(int64_t)s->fp.off / 8 > MPROF_ROW_SLOT_MAX) fp = MPROF_ROW_FP_LOST;
+    if (s->fp.off >= 0 || s->fp.off % 8 != 0 || -(int64_t)s->fp.off / 8 > MPROF_ROW_SLOT_MAX)
+      fp = MPROF_ROW_FP_LOST;
     else fp = (unsigned)(-s->fp.off / 8);
   } else if (s->fp.how == R_OTHER) {
     fp = MPROF_ROW_FP_LOST;
@@ -401,7 +403,8 @@ struct emit_s {
 static bool same_state(const cfa_state_t *a, const cfa_state_t *b)
 {
   return a->cfa_how == b->cfa_how && a->plt_k == b->plt_k && a->pac == b->pac && a->cfa_reg == b->cfa_reg &&
-         a->cfa_off == b->cfa_off && a->ra.how == b->ra.how && a->ra.off == b->ra.off && a->fp.how == b->fp.how &&
+         a->cfa_off == b->cfa_off && a->ra.how == b->ra.how && a->ra.off == b->ra.off &&
+         a->fp.how == b->fp.how &&
          a->fp.off == b->fp.off;
 }
 
@@ -502,7 +505,8 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
         *s = remembered[--depth];
         continue;
       case 0x0c:                                         /* def_cfa */
-        s->cfa_how = C_REG, s->cfa_reg = narrow_reg(rd_uleb(&r)), s->cfa_off = narrow_off((int64_t)rd_uleb(&r));
+        s->cfa_how = C_REG, s->cfa_reg = narrow_reg(rd_uleb(&r));
+        s->cfa_off = narrow_off((int64_t)rd_uleb(&r));
         continue;
       case 0x0d:                                         /* def_cfa_register */
         if (s->cfa_how != C_REG) s->cfa_how = C_OTHER;
@@ -527,7 +531,8 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
       }
       case 0x11: reg = rd_uleb(&r), off = rd_sleb(&r) * c->data_align; goto set_at;   /* offset_extended_sf */
       case 0x12:                                         /* def_cfa_sf */
-        s->cfa_how = C_REG, s->cfa_reg = narrow_reg(rd_uleb(&r)), s->cfa_off = narrow_off(rd_sleb(&r) * c->data_align);
+        s->cfa_how = C_REG, s->cfa_reg = narrow_reg(rd_uleb(&r));
+        s->cfa_off = narrow_off(rd_sleb(&r) * c->data_align);
         continue;
       case 0x13: s->cfa_off = narrow_off(rd_sleb(&r) * c->data_align); continue;   /* def_cfa_offset_sf */
       case 0x14: case 0x15:                              /* val_offset(_sf): a value, not a slot */

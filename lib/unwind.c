@@ -1,4 +1,5 @@
-/* unwind.c - stack traces for samples: a frame-pointer walk, libunwind, or glibc's backtrace() (libgcc).
+/* unwind.c - stack traces for samples: the table unwinder (unwind_table.c, unwtab.c, ehframe.c), a
+ * frame-pointer walk, libunwind, or glibc's backtrace() (libgcc).
  *
  * Called on the sampling thread before any profiler lock is taken, with the reentrancy guard up (so what
  * an unwinder allocates is served unsampled).  Every unwinder returns return addresses, innermost first,
@@ -7,18 +8,22 @@
  * libmimalloc's (a composite such as mi_realloc between our entry point and our leaf, which it calls
  * through its PLT: a call, not a tail call, on i386; see MPROF_KEEP_FRAME in internal.h).
  *
- * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes libunwind when the library was built with it,
- * else libgcc (doc/design.md has the measurements behind that choice).  With libunwind, a thread's first
- * LIBGCC_FIRST samples are unwound by libgcc: libunwind's first unwind on a thread maps and fills a
- * 256 KiB cache, which a thread that samples a few times never pays back (doc/design.md, "Stacks").  Not
- * the main thread's: it usually lives long and takes most samples (python3's start-up, with all its
- * samples on the main thread, cost 0.8% more instructions with libgcc first).  So libgcc is primed with
- * libunwind too, in every process, threads or not: 94 k instructions once, against 72 k instructions
- * and 64 page faults per sampling thread without it (bench/thread_churn: 112.8 k minor faults -> 1.0 k,
- * wall 0.50 -> 0.24 s, stopped 0.23 s).
+ * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes the table unwinder where the platform has it
+ * (x86-64 and aarch64 with glibc 2.35 or later: MPROF_HAVE_TABLE), else libunwind when the library was
+ * built with it, else libgcc (doc/design.md has the measurements behind that choice).  The table unwinder
+ * loads nothing and takes no lock: a stack it cannot finish (a rule its rows cannot hold) goes to libgcc
+ * where priming could load it without loading anything new (libgcc_s already in the process), else keeps
+ * the frames found so far.  With libunwind, a thread's first LIBGCC_FIRST samples are unwound by libgcc:
+ * libunwind's first unwind on a thread maps and fills a 256 KiB cache, which a thread that samples a few
+ * times never pays back (doc/design.md, "Stacks").  Not the main thread's: it usually lives long and
+ * takes most samples (python3's start-up, with all its samples on the main thread, cost 0.8% more
+ * instructions with libgcc first).  So libgcc is primed with libunwind too, in every process, threads or
+ * not: 94 k instructions once, against 72 k instructions and 64 page faults per sampling thread without
+ * it (bench/thread_churn: 112.8 k minor faults -> 1.0 k, wall 0.50 -> 0.24 s, stopped 0.23 s).
  *
  * Loading (the loader locks are rank -1 in internal.h: outermost).  libunwind is dlopen'ed, and glibc's
- * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process,
+ * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process (with
+ * the table unwinder only the second, and only where libgcc_s is loaded already: dl_iterate_phdr tells),
  * from mi_prof_start() before the API lock is taken; no thread ever waits for another's priming (the
  * one that primes may be waiting for a loader lock held by a thread that is in a constructor and
  * allocating).  A libunwind or libgcc sample taken before priming is done is dropped
@@ -30,11 +35,11 @@
  * left below it covers the unwinder's measured need plus the frame buffer; on an alternate signal stack
  * it asks sigaltstack(2) (one system call, only when the stack pointer is outside the thread's stack).
  *
- * The frame-pointer walk reads only memory proven mapped: the thread's stack from the lowest point it has
- * been seen to reach up to its base, the alternate signal stack the sample runs on, and the library's own
- * frames; anything else goes through process_vm_readv(2), which fails on an unmapped address instead of
- * faulting.  Where that call is refused (ENOSYS under qemu-user, EPERM under a seccomp policy), the walk
- * stops at the first frame outside those ranges.
+ * The frame-pointer walk (and the table unwinder's) reads only memory proven mapped: the thread's stack
+ * from the lowest point it has been seen to reach up to its base, the alternate signal stack the sample
+ * runs on, and the library's own frames; anything else goes through process_vm_readv(2), which fails on
+ * an unmapped address instead of faulting.  Where that call is refused (ENOSYS under qemu-user, EPERM
+ * under a seccomp policy), the walk stops at the first frame outside those ranges.
  *
  * fork.  libunwind takes locks of its own (caches, memory pools; its thread-exit destructor too) and
  * calls dl_iterate_phdr, whose loader lock glibc does not reset in a fork child; libgcc's unwinder takes
@@ -43,7 +48,8 @@
  * multi-threaded parent unwinds with libgcc, never libunwind, and a child whose fork found another
  * thread inside libgcc's unwinder (or priming) records its samples without a stack (MI_PROF_DROP_FORK).
  * fork() copies the memory at one instant, so the count of such threads that the child inherits says
- * exactly that.  The fp walk takes no lock and works everywhere.
+ * exactly that.  The fp walk and the table unwinder take no lock and work everywhere (the tables' reader
+ * counts of threads that are gone are reset in the child: unwtab.c).
  *
  * Async-signal safety: a sample may be taken in a signal handler that allocates.  mprof_unwind_room()
  * and mprof_unwind() use this thread's TLS, atomics and system calls (sigaltstack, process_vm_readv)
@@ -247,12 +253,14 @@ void mprof_unwind_init(void)
 #endif
 #if !MPROF_HAVE_TABLE
   if (want == MPROF_UNWIND_TABLE) {
-    mprof_warn("MIMALLOC_PROF_UNWIND=table is for x86-64 and aarch64 with glibc 2.35 or later; using auto's choice");
+    mprof_warn("MIMALLOC_PROF_UNWIND=table needs x86-64 or aarch64 and glibc 2.35; using auto's choice");
     want = MPROF_UNWIND_AUTO;
   }
 #endif
   if (want == MPROF_UNWIND_AUTO)
-    want = MPROF_HAVE_TABLE ? MPROF_UNWIND_TABLE : HAVE_LIBUNWIND ? MPROF_UNWIND_LIBUNWIND : MPROF_UNWIND_LIBGCC;
+    want = MPROF_HAVE_TABLE ? MPROF_UNWIND_TABLE
+           : HAVE_LIBUNWIND ? MPROF_UNWIND_LIBUNWIND
+                            : MPROF_UNWIND_LIBGCC;
   __atomic_store_n(&unwinder, (mprof_unwinder_t)want, __ATOMIC_RELAXED);
   check_table = want == MPROF_UNWIND_TABLE && mprof_option(MPROF_OPT_UNWIND_CHECK) != 0;
 #if !HAVE_LIBUNWIND
@@ -277,7 +285,7 @@ void mprof_unwind_prime(void)
   if (u == MPROF_UNWIND_FP) return;
   if (u == MPROF_UNWIND_TABLE && !check_table &&
       (__atomic_load_n(&prime_state, __ATOMIC_RELAXED) != PRIME_NOT || !libgcc_s_loaded()))
-    return;                        /* the table loads nothing; its fallback only where that costs no loading */
+    return;                        /* the table loads nothing; its fallback only where that loads nothing */
   int expected = PRIME_NOT;
   if (!__atomic_compare_exchange_n(&prime_state, &expected, PRIME_BUSY, false, __ATOMIC_ACQUIRE,
                                    __ATOMIC_RELAXED))
@@ -596,8 +604,8 @@ static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
 #if HAVE_LIBUNWIND
 /* MIMALLOC_PROF_UNWIND_CHECK: the same stack from libunwind, compared frame by frame (unwind_table.c counts
  * and reports).  Not in a fork child that must not call libunwind, nor where its stack need does not fit. */
-static MPROF_NOINLINE void check_with_libunwind(const uintptr_t *got, size_t n, size_t max, mprof_walk_end_t end,
-                                                bool handed)
+static MPROF_NOINLINE void check_with_libunwind(const uintptr_t *got, size_t n, size_t max,
+                                                mprof_walk_end_t end, bool handed)
 {
   thread_stack_t *s = &tstack;
   if (child_libgcc_only || !fits(s, NEED_LIBUNWIND + (max + MPROF_UNWIND_SLACK) * sizeof(uintptr_t), max)) {
@@ -628,7 +636,8 @@ static MPROF_NOINLINE size_t unwind_with_table(uintptr_t *out, size_t max)
   size_t n = mprof_unwind_table(out, max, &env, &end);
   bool handed = false;
   if (mprof_unlikely(end == MPROF_WALK_FALLBACK) && n < max && !child_no_dwarf &&
-      __atomic_load_n(&prime_state, __ATOMIC_ACQUIRE) == PRIME_DONE && libgcc_primed && fits(s, NEED_LIBGCC, max)) {
+      __atomic_load_n(&prime_state, __ATOMIC_ACQUIRE) == PRIME_DONE && libgcc_primed &&
+      fits(s, NEED_LIBGCC, max)) {
     int m = libgcc_backtrace(out, (int)(max + MPROF_UNWIND_SLACK));
     n = m > 0 ? skip_own(out, out, (size_t)m, max) : 0;
     handed = true;

@@ -67,9 +67,11 @@ static inline bool in_range(uintptr_t pc, uintptr_t lo, uintptr_t hi) { return p
 --------------------------------------------------------------------------------------------------- */
 
 #if defined(__x86_64__)
-static const uint8_t sigreturn_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};   /* mov $15,%rax; syscall */
+/* mov $15, %rax; syscall */
+static const uint8_t sigreturn_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
 #else
-static const uint8_t sigreturn_code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4};   /* mov x8, #139; svc #0 */
+/* mov x8, #139; svc #0 */
+static const uint8_t sigreturn_code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4};
 #endif
 
 /* The code at pc is the sigreturn system call.  `mapped`: pc lies in a loaded object's code that cannot go
@@ -108,7 +110,8 @@ static bool signal_step(const mprof_walk_env_t *env, regs_t *r)
 #else
   uintptr_t m = r->sp + sizeof(siginfo_t) + offsetof(ucontext_t, uc_mcontext);
   uintptr_t pc, sp, fp, lr;
-  if (!load(env, m + offsetof(mcontext_t, pc), false, &pc) || !load(env, m + offsetof(mcontext_t, sp), false, &sp) ||
+  if (!load(env, m + offsetof(mcontext_t, pc), false, &pc) ||
+      !load(env, m + offsetof(mcontext_t, sp), false, &sp) ||
       !load(env, m + offsetof(mcontext_t, regs) + 8 * 29, false, &fp) ||
       !load(env, m + offsetof(mcontext_t, regs) + 8 * 30, false, &lr))
     return false;
@@ -137,8 +140,8 @@ static inline uintptr_t strip_pac(uintptr_t ra) { return ra; }
  * register, a lost frame pointer, a PLT entry, a signal frame, the end of the stack and the rows that stop
  * the walk.  Updates r; returns MPROF_WALK_DONE to go on, else how the walk ends (END: DONE too, with *stop
  * set). */
-static MPROF_NOINLINE mprof_walk_end_t odd_step(const mprof_walk_env_t *env, uint32_t rule, regs_t *r, bool own,
-                                                bool permanent, bool *stop)
+static MPROF_NOINLINE mprof_walk_end_t odd_step(const mprof_walk_env_t *env, uint32_t rule, regs_t *r,
+                                                bool own, bool permanent, bool *stop)
 {
   unsigned *flags = &r->flags;
   uintptr_t cfa, ra;
@@ -196,7 +199,8 @@ typedef struct walk_s {
 /* One step of any kind: a frame in an object not met yet, an odd row, memory outside the thread's stack,
  * the library's leading frames, the frame after a signal frame.  MPROF_WALK_DONE with *stop false: go on
  * (*emit: report w->r.pc). */
-static MPROF_NOINLINE mprof_walk_end_t step_slow(walk_t *w, const mprof_walk_env_t *env, bool *stop, bool *emit)
+static MPROF_NOINLINE mprof_walk_end_t step_slow(walk_t *w, const mprof_walk_env_t *env, bool *stop,
+                                                 bool *emit)
 {
   regs_t *r = &w->r;
   uintptr_t look = r->pc - w->adj;
@@ -266,7 +270,8 @@ mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mprof_walk
   unsigned slot = mprof_unwtab_enter();
   *env->slot = slot + 1;
 #if defined(__x86_64__) && MPROF_FRAME_POINTERS
-  if (p < p_end && pc != 0 && !in_range(pc, env->self_lo, env->self_hi) && !in_range(pc, env->mi_lo, env->mi_hi)) {
+  if (p < p_end && pc != 0 && !in_range(pc, env->self_lo, env->self_hi) &&
+      !in_range(pc, env->mi_lo, env->mi_hi)) {
     *p++ = pc;                   /* the program's first frame, found by the records */
     w.leading = false;
   }
@@ -366,8 +371,8 @@ static struct {
   check_sample_t *keep;                    /* CHECK_KEEP of them, profiler memory (mapped at first need) */
 } check;
 
-void mprof_unwind_check_note(const uintptr_t *a, size_t na, const uintptr_t *b, size_t nb, mprof_walk_end_t end,
-                             bool handed)
+void mprof_unwind_check_note(const uintptr_t *a, size_t na, const uintptr_t *b, size_t nb,
+                             mprof_walk_end_t end, bool handed)
 {
   __atomic_fetch_add(&check.samples, 1, __ATOMIC_RELAXED);
   if (b == NULL) {
@@ -423,9 +428,11 @@ static void say_frame(const char *who, size_t i, uintptr_t pc)
     obj = obj != NULL ? obj + 1 : info.dli_fname;
     if (info.dli_sname != NULL)
       say("  %s #%zu %#lx %s+%#lx (%s+%#lx)\n", who, i, (unsigned long)pc, info.dli_sname,
-          (unsigned long)(pc - (uintptr_t)info.dli_saddr), obj, (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+          (unsigned long)(pc - (uintptr_t)info.dli_saddr), obj,
+          (unsigned long)(pc - (uintptr_t)info.dli_fbase));
     else
-      say("  %s #%zu %#lx (%s+%#lx)\n", who, i, (unsigned long)pc, obj, (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+      say("  %s #%zu %#lx (%s+%#lx)\n", who, i, (unsigned long)pc, obj,
+          (unsigned long)(pc - (uintptr_t)info.dli_fbase));
   } else {
     say("  %s #%zu %#lx\n", who, i, (unsigned long)pc);
   }
@@ -440,7 +447,8 @@ __attribute__((destructor)) static void check_report(void)
   mprof_unwtab_stats_t st;
   mprof_unwtab_stats(&st);
   say("mimalloc-prof: unwind check: pid %d: %" PRIu64 " samples, %" PRIu64 " identical to libunwind, %" PRIu64
-      " differ (table shorter %" PRIu64 ", longer %" PRIu64 ", a frame differs %" PRIu64 "), %" PRIu64 " unchecked\n",
+      " differ (table shorter %" PRIu64 ", longer %" PRIu64 ", a frame differs %" PRIu64 "), %" PRIu64
+      " unchecked\n",
       (int)getpid(), check.samples, check.same, check.differ, check.shorter, check.longer, check.frame,
       check.unchecked);
   say("mimalloc-prof: unwind check: walks ended: done %" PRIu64 ", no-cfi %" PRIu64 ", fallback %" PRIu64

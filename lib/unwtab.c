@@ -59,7 +59,8 @@ static void count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_R
 
 static size_t chunk_bytes(uint32_t nrows, uint32_t nrules)
 {
-  return sizeof(mprof_tabchunk_t) + (size_t)nrules * sizeof(uint32_t) + ((size_t)nrows + 1) * sizeof(mprof_tabrow_t);
+  return sizeof(mprof_tabchunk_t) + (size_t)nrules * sizeof(uint32_t) +
+         ((size_t)nrows + 1) * sizeof(mprof_tabrow_t);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -132,7 +133,8 @@ static void push_limbo(mprof_retired_t *first, mprof_retired_t *last)
 /* Frees what no walk can see any more; the rest goes back. */
 static void reclaim(void)
 {
-  mprof_retired_t *list = __atomic_exchange_n(&limbo, NULL, __ATOMIC_ACQUIRE), *keep = NULL, *keep_last = NULL;
+  mprof_retired_t *list = __atomic_exchange_n(&limbo, NULL, __ATOMIC_ACQUIRE);
+  mprof_retired_t *keep = NULL, *keep_last = NULL;
   uint64_t e = __atomic_load_n(&mprof_unwtab_epoch, __ATOMIC_SEQ_CST);
   while (list != NULL) {
     mprof_retired_t *next = list->next;
@@ -247,10 +249,12 @@ static bool copy_cfi(mprof_uobj_t *o, uintptr_t hdr)
       if (f > last) last = f;
     }
     uint32_t len;
-    if (last >= o->start && last < end - 4 && copy_in(last, &len, 4) && len != 0xffffffffu) fde_end = last + 4 + len;
+    if (last >= o->start && last < end - 4 && copy_in(last, &len, 4) && len != 0xffffffffu)
+      fde_end = last + 4 + len;
   }
   mprof_pmem_unmap_temp(tab, hdr_bytes);
-  uintptr_t lo = hdr < ix.eh_frame ? hdr : ix.eh_frame, hi = fde_end > hdr + hdr_bytes ? fde_end : hdr + hdr_bytes;
+  uintptr_t lo = hdr < ix.eh_frame ? hdr : ix.eh_frame;
+  uintptr_t hi = fde_end > hdr + hdr_bytes ? fde_end : hdr + hdr_bytes;
   if (fde_end == 0 || lo < o->start || hi > end || hi - lo > COPY_MAX) return false;
   void *copy = mprof_pmem_map(hi - lo);
   if (copy == NULL) return false;
@@ -283,8 +287,9 @@ static mprof_uobj_t *make_object(const struct dl_find_object *f)
   o->nchunks = (uint32_t)nchunks;
   uintptr_t hdr = (uintptr_t)f->dlfo_eh_frame;
   bool in_place = o->permanent;
-  if (hdr != 0 && hdr - start < span && !in_place && !copy_cfi(o, hdr)) in_place = mprof_unwind_foreign_refused();
-  if (hdr != 0 && hdr - start < span && in_place) o->view = (mprof_cfi_view_t){(const uint8_t *)start, start, start + span};
+  bool has_cfi = hdr != 0 && hdr - start < span;
+  if (has_cfi && !in_place && !copy_cfi(o, hdr)) in_place = mprof_unwind_foreign_refused();
+  if (has_cfi && in_place) o->view = (mprof_cfi_view_t){(const uint8_t *)start, start, start + span};
   if (o->view.hi != 0 && mprof_cfi_index(&o->view, hdr, &o->index) &&
       (o->index.table < o->view.lo || o->index.table > o->view.hi ||
        (uintptr_t)o->index.fde_count * 8 > o->view.hi - o->index.table))
@@ -303,7 +308,8 @@ static mprof_uobj_t *publish(mprof_uobj_t *o)
     size_t n = cur != NULL ? cur->n : 0, k = 0;
     for (size_t i = 0; i < n; i++) {
       const mprof_uobj_t *p = cur->e[i].obj;
-      if (p->start == o->start && p->span == o->span && p->link_map == o->link_map && p->eh_frame == o->eh_frame) {
+      if (p->start == o->start && p->span == o->span && p->link_map == o->link_map &&
+          p->eh_frame == o->eh_frame) {
         free_object(o);                        /* registered meanwhile: never seen by anyone */
         return cur->e[i].obj;
       }
@@ -363,7 +369,8 @@ bool mprof_unwtab_object(uintptr_t pc, mprof_ucursor_t *c)
   }
   mprof_uobj_t *o = make_object(&f);
   if (o == NULL || (o = publish(o)) == NULL) return false;
-  if (!o->permanent && c->n_checked < sizeof c->checked / sizeof c->checked[0]) c->checked[c->n_checked++] = o;
+  if (!o->permanent && c->n_checked < sizeof c->checked / sizeof c->checked[0])
+    c->checked[c->n_checked++] = o;
   cursor_set(c, o);
   return true;
 }
@@ -393,9 +400,10 @@ static int rule_index(uint32_t *dict, uint32_t *n, uint16_t *hash, uint32_t rule
 static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
 {
   uintptr_t from = o->start + (index << MPROF_TAB_CHUNK_SHIFT);
-  size_t span = o->span - (index << MPROF_TAB_CHUNK_SHIFT) < CHUNK_SPAN ? o->span - (index << MPROF_TAB_CHUNK_SHIFT) : CHUNK_SPAN;
+  size_t left = o->span - (index << MPROF_TAB_CHUNK_SHIFT), span = left < CHUNK_SPAN ? left : CHUNK_SPAN;
   /* A row per byte at most; the distinct rules and their hash. */
-  size_t tmp_bytes = span * 2 * sizeof(uint32_t) + DICT_SLOTS / 2 * sizeof(uint32_t) + DICT_SLOTS * sizeof(uint16_t);
+  size_t tmp_bytes = span * 2 * sizeof(uint32_t) + DICT_SLOTS / 2 * sizeof(uint32_t) +
+                     DICT_SLOTS * sizeof(uint16_t);
   uint32_t *tmp = mprof_pmem_map_temp(tmp_bytes);
   if (tmp == NULL) return MPROF_TAB_FAILED;
   mprof_rowbuf_t rows = {tmp, tmp + span, 0, span};
@@ -419,7 +427,8 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
       ch->nrules = nrules;
       memcpy(ch->rule, dict, nrules * sizeof(uint32_t));
       mprof_tabrow_t *row = (mprof_tabrow_t *)(ch->rule + nrules);
-      for (uint32_t i = 0; i < n; i++) row[i] = (mprof_tabrow_t){(uint16_t)rows.start[i], (uint16_t)rows.rule[i]};
+      for (uint32_t i = 0; i < n; i++)
+        row[i] = (mprof_tabrow_t){(uint16_t)rows.start[i], (uint16_t)rows.rule[i]};
       row[n] = (mprof_tabrow_t){0xffff, 0};      /* no row starts there: the lookup's scan stops */
       uint32_t i = 0;
       for (uint32_t b = 0; b < MPROF_TAB_BLOCKS; b++) {

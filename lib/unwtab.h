@@ -215,7 +215,8 @@ static inline const mprof_tabchunk_t *mprof_unwtab_chunk(const mprof_uobj_t *obj
  * (the last row stands beyond the object's end, so any in < 16 KiB is fine). */
 static inline uint32_t mprof_unwtab_chunk_rule(const mprof_tabchunk_t *ch, uint32_t in)
 {
-  const mprof_tabrow_t *at = (const mprof_tabrow_t *)((const char *)ch + ch->first[in >> MPROF_TAB_BLOCK_SHIFT]);
+  const char *base = (const char *)ch;
+  const mprof_tabrow_t *at = (const mprof_tabrow_t *)(base + ch->first[in >> MPROF_TAB_BLOCK_SHIFT]);
   while (at[1].start <= in) at++;                 /* a row or two per 64 bytes of code */
   return ch->rule[at->rule];
 }
@@ -257,8 +258,8 @@ size_t mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mpr
 void   mprof_unwind_table_note(const mprof_walk_env_t *env, mprof_walk_end_t end, bool handed);
 /* MIMALLOC_PROF_UNWIND_CHECK: a sample's stack from the table (a) and from libunwind (b; NULL: not asked),
  * counted and, for the first ones that differ, kept for the report at exit. */
-void   mprof_unwind_check_note(const uintptr_t *a, size_t na, const uintptr_t *b, size_t nb, mprof_walk_end_t end,
-                               bool handed);
+void   mprof_unwind_check_note(const uintptr_t *a, size_t na, const uintptr_t *b, size_t nb,
+                               mprof_walk_end_t end, bool handed);
 /* unwind.c: reads n words at addr outside the memory proven mapped (process_vm_readv); false when it
  * cannot. */
 bool   mprof_unwind_read_words(uintptr_t addr, uintptr_t *out, size_t n);

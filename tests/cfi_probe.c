@@ -163,12 +163,14 @@ static uint32_t expected(const cie_t *c, const char *cfa, const char *ra, const 
     return MPROF_ROW_FALLBACK;
   }
   unsigned k = 0, m = 0;
-  if (ra_other || (ra_slot != 0 && (ra_slot % 8 != 0 || ra_slot / 8 > MPROF_ROW_SLOT_MAX))) return MPROF_ROW_FALLBACK;
+  if (ra_other || (ra_slot != 0 && (ra_slot % 8 != 0 || ra_slot / 8 > MPROF_ROW_SLOT_MAX)))
+    return MPROF_ROW_FALLBACK;
   k = (unsigned)(ra_slot / 8);
 #if defined(__x86_64__)
   if (k == 0) return MPROF_ROW_FALLBACK;
 #endif
-  if (fp_other || (fp_slot != 0 && (fp_slot % 8 != 0 || fp_slot / 8 > MPROF_ROW_SLOT_MAX))) m = MPROF_ROW_FP_LOST;
+  if (fp_other || (fp_slot != 0 && (fp_slot % 8 != 0 || fp_slot / 8 > MPROF_ROW_SLOT_MAX)))
+    m = MPROF_ROW_FP_LOST;
   else m = (unsigned)(fp_slot / 8);
   char reg[16];
   long off;
@@ -188,7 +190,8 @@ static void compare(uintptr_t addr, uint32_t want, bool either_plt, bool either_
   n_rows++;
   /* The PAC bit (aarch64's signed return addresses) is not in readelf's table: not compared. */
   got &= ~MPROF_ROW_PAC;
-  if (got == want || (either_plt && MPROF_ROW_KIND(got) == MPROF_KIND_PLT) || (either_end && got == MPROF_ROW_END))
+  if (got == want || (either_plt && MPROF_ROW_KIND(got) == MPROF_KIND_PLT) ||
+      (either_end && got == MPROF_ROW_END))
     return;
   if (n_mismatch++ < 20)
     printf("mismatch %#lx want %#x got %#x (%s)\n", (unsigned long)addr, want, got, line);
@@ -228,8 +231,8 @@ int main(int argc, char **argv)
       in_fde = false;
       continue;
     }
-    if (sscanf(line, "%lx %lx %lx FDE cie=%lx pc=%" SCNxPTR "..%" SCNxPTR, &off, &len, &id, &cie_off, &pc_begin,
-               &pc_end) == 6) {
+    if (sscanf(line, "%lx %lx %lx FDE cie=%lx pc=%" SCNxPTR "..%" SCNxPTR, &off, &len, &id, &cie_off,
+               &pc_begin, &pc_end) == 6) {
       /* An FDE without rows is the CIE's initial row over its whole range. */
       if (in_fde && !fde_rows && cur_cie != NULL) {
         bool plt, end;

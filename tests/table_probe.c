@@ -212,7 +212,8 @@ static bool thread_visitor(void *const *frames, size_t depth, const mi_prof_stac
   /* glibc's thread entry: start_thread, called from clone3's child frame, which ends the stack (both local
    * symbols of the C library: dladdr names their object only), after the thread's function. */
   Dl_info last, before;
-  thread_started += depth == 4 && dladdr((char *)frames[3] - 1, &last) != 0 && dladdr((char *)frames[2] - 1, &before) &&
+  thread_started += depth == 4 && dladdr((char *)frames[3] - 1, &last) != 0 &&
+                    dladdr((char *)frames[2] - 1, &before) != 0 &&
                     strstr(last.dli_fname, "libc.so") != NULL && strstr(before.dli_fname, "libc.so") != NULL;
   return true;
 }
@@ -223,7 +224,8 @@ static int mode_threads(int argc, char **argv)
   start();
   for (size_t i = 0; i < n; i++) {
     pthread_t th;
-    if (pthread_create(&th, NULL, thread_body, NULL) != 0 || pthread_join(th, NULL) != 0) die("thread failed");
+    if (pthread_create(&th, NULL, thread_body, NULL) != 0 || pthread_join(th, NULL) != 0)
+      die("thread failed");
   }
   if (!mi_prof_visit(thread_visitor, NULL)) die("mi_prof_visit failed");
   printf("thread_stacks %zu\nthread_started %zu\n", thread_stacks, thread_started);
@@ -343,7 +345,8 @@ NOINLINE void *probe_tbl_odd_caller(void)
 static int mode_odd(void)
 {
   const char *g = getenv("TABLE_PROBE_LIBGCC");
-  if (g != NULL && strcmp(g, "1") == 0 && dlopen("libgcc_s.so.1", RTLD_NOW) == NULL) die("cannot load libgcc_s");
+  if (g != NULL && strcmp(g, "1") == 0 && dlopen("libgcc_s.so.1", RTLD_NOW) == NULL)
+    die("cannot load libgcc_s");
   start();
   probe_keep = probe_tbl_odd_caller();
   print_stack("odd", "probe_tbl_odd_cb");
