@@ -360,7 +360,7 @@ static bool plt_expression(const uint8_t *p, size_t n, cfa_state_t *s)
   return false;
 }
 
-static uint32_t encode(const cfa_state_t *s, const cie_t *c)
+static uint64_t encode(const cfa_state_t *s, const cie_t *c)
 {
   if (c->signal) return MPROF_ROW_SIGNAL;
   if (s->ra.how == R_UNDEF) return MPROF_ROW_END;
@@ -379,7 +379,7 @@ static uint32_t encode(const cfa_state_t *s, const cie_t *c)
   } else if (s->fp.how == R_OTHER) {
     fp = MPROF_ROW_FP_LOST;
   }
-  uint32_t pac = s->pac ? MPROF_ROW_PAC : 0;
+  uint64_t pac = s->pac ? MPROF_ROW_PAC : 0;
   if (s->cfa_how == C_PLT) {     /* the fp field holds K: a PLT entry leaves the frame pointer alone */
     if (ra != 1 || fp != 0 || s->cfa_off % 8 != 0) return MPROF_ROW_FALLBACK;
     return MPROF_ROW_MAKE(MPROF_KIND_PLT, false, s->cfa_off, ra, s->plt_k);
@@ -396,7 +396,7 @@ struct emit_s {
   uintptr_t from, to;
   bool full;
   bool cached;                     /* rule is encode(last): the FDE's last state encoded */
-  uint32_t rule;
+  uint64_t rule;
   cfa_state_t last;
 };
 
@@ -409,7 +409,7 @@ static bool same_state(const cfa_state_t *a, const cfa_state_t *b)
 }
 
 /* encode(), again only when the state changed (most locations change registers no row holds). */
-static uint32_t encode_cached(const cfa_state_t *s, const cie_t *c, emit_t *e)
+static uint64_t encode_cached(const cfa_state_t *s, const cie_t *c, emit_t *e)
 {
   if (!e->cached || !same_state(s, &e->last)) {
     e->last = *s;
@@ -421,7 +421,7 @@ static uint32_t encode_cached(const cfa_state_t *s, const cie_t *c, emit_t *e)
 
 /* Appends (start, rule), merging with what is there: a row at the same start is replaced (a later FDE
  * wins), one whose rule repeats the previous row's is dropped. */
-static bool push_row(mprof_rowbuf_t *o, uint32_t start, uint32_t rule)
+static bool push_row(mprof_rowbuf_t *o, uint32_t start, uint64_t rule)
 {
   while (o->n > 0 && o->start[o->n - 1] > start) o->n--;   /* overlapping FDEs: the later one wins */
   if (o->n > 0 && o->start[o->n - 1] == start) o->n--;
@@ -435,7 +435,7 @@ static bool push_row(mprof_rowbuf_t *o, uint32_t start, uint32_t rule)
 
 
 /* The rule of state s holds over [loc, next). */
-static void emit(emit_t *e, uintptr_t loc, uintptr_t next, uint32_t rule)
+static void emit(emit_t *e, uintptr_t loc, uintptr_t next, uint64_t rule)
 {
   if (next <= e->from || loc >= e->to || next <= loc) return;
   uintptr_t at = loc > e->from ? loc : e->from;

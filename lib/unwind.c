@@ -283,9 +283,12 @@ void mprof_unwind_prime(void)
   if (tstack.hi == 0) stack_lookup(&tstack);
   mprof_unwinder_t u = __atomic_load_n(&unwinder, __ATOMIC_RELAXED);
   if (u == MPROF_UNWIND_FP) return;
-  if (u == MPROF_UNWIND_TABLE && !check_table &&
-      (__atomic_load_n(&prime_state, __ATOMIC_RELAXED) != PRIME_NOT || !libgcc_s_loaded()))
-    return;                        /* the table loads nothing; its fallback only where that loads nothing */
+  bool prime_libgcc = true;
+  if (u == MPROF_UNWIND_TABLE) {   /* it loads nothing; its fallback only where that loads nothing new */
+    if (__atomic_load_n(&prime_state, __ATOMIC_RELAXED) != PRIME_NOT) return;
+    prime_libgcc = libgcc_s_loaded();
+    if (!prime_libgcc && !check_table) return;
+  }
   int expected = PRIME_NOT;
   if (!__atomic_compare_exchange_n(&prime_state, &expected, PRIME_BUSY, false, __ATOMIC_ACQUIRE,
                                    __ATOMIC_RELAXED))
@@ -307,8 +310,10 @@ void mprof_unwind_prime(void)
     }
   }
 #endif
-  (void)backtrace(frames, 4);        /* loads libgcc_s: it serves threads' first samples and fork children */
-  libgcc_primed = true;
+  if (prime_libgcc) {
+    (void)backtrace(frames, 4);      /* loads libgcc_s: it serves threads' first samples and fork children */
+    libgcc_primed = true;
+  }
   __atomic_sub_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
   s->inside &= ~INSIDE_LIBGCC;
   __atomic_store_n(&prime_state, PRIME_DONE, __ATOMIC_RELEASE);
@@ -642,7 +647,8 @@ static MPROF_NOINLINE size_t unwind_with_table(uintptr_t *out, size_t max)
     n = m > 0 ? skip_own(out, out, (size_t)m, max) : 0;
     handed = true;
   }
-  mprof_unwind_table_note(&env, end, handed);
+  if (mprof_unlikely(end != MPROF_WALK_DONE || handed || check_table))   /* no shared counter per sample */
+    mprof_unwind_table_note(&env, end, handed);
 #if HAVE_LIBUNWIND
   if (mprof_unlikely(check_table)) check_with_libunwind(out, n, max, end, handed);
 #endif

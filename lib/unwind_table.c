@@ -140,7 +140,7 @@ static inline uintptr_t strip_pac(uintptr_t ra) { return ra; }
  * register, a lost frame pointer, a PLT entry, a signal frame, the end of the stack and the rows that stop
  * the walk.  Updates r; returns MPROF_WALK_DONE to go on, else how the walk ends (END: DONE too, with *stop
  * set). */
-static MPROF_NOINLINE mprof_walk_end_t odd_step(const mprof_walk_env_t *env, uint32_t rule, regs_t *r,
+static MPROF_NOINLINE mprof_walk_end_t odd_step(const mprof_walk_env_t *env, uint64_t rule, regs_t *r,
                                                 bool own, bool permanent, bool *stop)
 {
   unsigned *flags = &r->flags;
@@ -215,7 +215,7 @@ static MPROF_NOINLINE mprof_walk_end_t step_slow(walk_t *w, const mprof_walk_env
     }
     w->prev = w->obj, w->obj = o;
   }
-  uint32_t rule = mprof_unwtab_rule(w->obj, look - w->obj->start);
+  uint64_t rule = mprof_unwtab_rule(w->obj, look - w->obj->start);
   mprof_walk_end_t why = odd_step(env, rule, r, w->leading, w->obj->permanent, stop);
   if (why != MPROF_WALK_DONE || *stop) return why;
   w->adj = MPROF_ROW_KIND(rule) == MPROF_KIND_SIGNAL ? 0 : 1;
@@ -239,7 +239,9 @@ stepped:
 MPROF_NOINLINE size_t
 mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mprof_walk_end_t *end)
 {
-  walk_t w = {.leading = true, .cursor = {.lo = 1, .span = 0}};
+  walk_t w;                      /* what step_slow and the lookups read, set field by field */
+  w.r.flags = 0, w.r.lr = 0, w.obj = w.prev = NULL, w.leading = true, w.leading_steps = 0;
+  w.cursor.obj = NULL, w.cursor.lo = 1, w.cursor.span = 0, w.cursor.n_checked = 0;
 #if defined(__x86_64__) && MPROF_FRAME_POINTERS
   /* The library's frames keep frame pointers, and on x86-64 a frame record lies right below its CFA: the
    * records lead past them to the first frame that is not ours at the cost of the fp walk. */
@@ -308,22 +310,22 @@ mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mprof_walk
         if ((uintptr_t)ch <= (uintptr_t)MPROF_TAB_EMPTY) break;
         c_lo = look - (off & ((1u << MPROF_TAB_CHUNK_SHIFT) - 1));
       }
-      uint32_t rule = mprof_unwtab_chunk_rule(ch, (uint32_t)(look - c_lo));
-      if (mprof_unlikely(rule >= MPROF_ROW_FAST_MAX)) {
-        if (MPROF_ROW_KIND(rule) == MPROF_KIND_END) goto out;
+      const mprof_rule_t *rule = mprof_unwtab_chunk_rule(ch, (uint32_t)(look - c_lo));
+      if (mprof_unlikely(rule->kind != MPROF_KIND_STD)) {
+        if (rule->kind == MPROF_KIND_END) goto out;
         break;
       }
-      uintptr_t cfa = ((rule & MPROF_ROW_FP_BASE) ? fp : sp) + MPROF_ROW_CFA_OFF(rule);
-      uintptr_t a = cfa - 8 * MPROF_ROW_RA(rule), m = MPROF_ROW_FP(rule), room = top - sp;
+      uintptr_t cfa = ((rule->flags & MPROF_RULE_FP_BASE) ? fp : sp) + (uintptr_t)rule->cfa8 * 8;
+      uintptr_t a = cfa + (uintptr_t)((intptr_t)rule->ra * 8), room = top - sp;
       if (mprof_unlikely(a - sp > room)) break;
       uintptr_t ra = *(const uintptr_t *)a;
-      if (m != 0) {
-        a = cfa - 8 * m;
+      if (rule->fp != 0) {
+        a = cfa + (uintptr_t)((intptr_t)rule->fp * 8);
         if (mprof_unlikely(a - sp > room)) break;
         fp = *(const uintptr_t *)a;
       }
 #if defined(__aarch64__)
-      if (rule & MPROF_ROW_PAC) ra = strip_pac(ra);
+      if (rule->flags & MPROF_RULE_PAC) ra = strip_pac(ra);
 #endif
       sp = cfa, pc = ra;
       if (mprof_unlikely(pc == 0)) goto out;

@@ -39,6 +39,9 @@
 
 #if MPROF_HAVE_TABLE
 
+_Static_assert(sizeof(mprof_rule_t) == sizeof(uint64_t) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "a rule is the 8 bytes of its uint64_t form");
+
 typedef mprof_objset_entry_t objset_entry_t;
 typedef mprof_objset_t objset_t;
 
@@ -59,7 +62,7 @@ static void count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_R
 
 static size_t chunk_bytes(uint32_t nrows, uint32_t nrules)
 {
-  return sizeof(mprof_tabchunk_t) + (size_t)nrules * sizeof(uint32_t) +
+  return sizeof(mprof_tabchunk_t) + (size_t)nrules * sizeof(uint64_t) +
          ((size_t)nrows + 1) * sizeof(mprof_tabrow_t);
 }
 
@@ -384,9 +387,9 @@ bool mprof_unwtab_object(uintptr_t pc, mprof_ucursor_t *c)
 /* The rule's index in dict (n distinct so far), added when new; -1 when the dictionary is full.  hash:
  * DICT_SLOTS open-addressing slots of index + 1. */
 #define DICT_SLOTS 4096u
-static int rule_index(uint32_t *dict, uint32_t *n, uint16_t *hash, uint32_t rule)
+static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule)
 {
-  for (uint32_t h = (rule * 0x9e3779b1u) >> 20;; h = (h + 1) & (DICT_SLOTS - 1)) {
+  for (uint32_t h = (uint32_t)((rule * 0x9e3779b97f4a7c15u) >> 52);; h = (h + 1) & (DICT_SLOTS - 1)) {
     if (hash[h] == 0) {
       if (*n == DICT_SLOTS / 2) return -1;
       dict[*n] = rule;
@@ -402,19 +405,20 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
   uintptr_t from = o->start + (index << MPROF_TAB_CHUNK_SHIFT);
   size_t left = o->span - (index << MPROF_TAB_CHUNK_SHIFT), span = left < CHUNK_SPAN ? left : CHUNK_SPAN;
   /* A row per byte at most; the distinct rules and their hash. */
-  size_t tmp_bytes = span * 2 * sizeof(uint32_t) + DICT_SLOTS / 2 * sizeof(uint32_t) +
+  size_t tmp_bytes = span * (sizeof(uint64_t) + sizeof(uint32_t)) + DICT_SLOTS / 2 * sizeof(uint64_t) +
                      DICT_SLOTS * sizeof(uint16_t);
-  uint32_t *tmp = mprof_pmem_map_temp(tmp_bytes);
+  uint64_t *tmp = mprof_pmem_map_temp(tmp_bytes);
   if (tmp == NULL) return MPROF_TAB_FAILED;
-  mprof_rowbuf_t rows = {tmp, tmp + span, 0, span};
-  uint32_t *dict = tmp + 2 * span, nrules = 0;
-  uint16_t *hash = (uint16_t *)(dict + DICT_SLOTS / 2);
+  uint64_t *dict = tmp + span;
+  uint32_t nrules = 0;
+  mprof_rowbuf_t rows = {(uint32_t *)(dict + DICT_SLOTS / 2), tmp, 0, span};
+  uint16_t *hash = (uint16_t *)(rows.start + span);
   mprof_tabchunk_t *ch = MPROF_TAB_FAILED;
   bool ok = mprof_cfi_compile(&o->view, &o->index, from, span, &rows) && rows.n > 0;
   for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
     int k = rule_index(dict, &nrules, hash, rows.rule[i]);
     if (k < 0) ok = false;
-    rows.rule[i] = (uint32_t)k;
+    rows.rule[i] = (uint64_t)k;
   }
   uint32_t n = (uint32_t)rows.n;
   size_t bytes = chunk_bytes(n, nrules);
@@ -425,7 +429,7 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
     } else {
       ch->nrows = n;
       ch->nrules = nrules;
-      memcpy(ch->rule, dict, nrules * sizeof(uint32_t));
+      memcpy(ch->rule, dict, nrules * sizeof(uint64_t));
       mprof_tabrow_t *row = (mprof_tabrow_t *)(ch->rule + nrules);
       for (uint32_t i = 0; i < n; i++)
         row[i] = (mprof_tabrow_t){(uint16_t)rows.start[i], (uint16_t)rows.rule[i]};

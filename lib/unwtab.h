@@ -3,14 +3,17 @@
  * Only x86-64 and aarch64 with glibc 2.35 or later (_dl_find_object) have it: MPROF_HAVE_TABLE.
  *
  * A row says, from its address on (until the next row's), how to find the caller's frame:
- *   CFA = SP or FP + offset (a multiple of 8, below 64 KiB); the return address at CFA - 8k or, on aarch64,
- *   still in LR (k = 0); FP saved at CFA - 8m, or unchanged (m = 0), or lost (m = MPROF_ROW_FP_LOST: held
- *   in another register, or saved by an expression).  Other kinds: the end of the stack (the return
- *   address is undefined: _start, a thread's first frame), a sigreturn trampoline, x86-64's PLT, no
- *   call-frame information at all, and a rule no row can express (a CFA computed from another register or
- *   by an expression, a return address kept in another register, ...).  32 bits, laid out for the walk's
- *   common case (kind 0, one comparison; the offset scaled by the address arithmetic itself):
- *     cfa_off/8:13 | fp_base:1 | k:7 | m:7 | pac:1 | kind:3
+ *   CFA = SP or FP + offset (a multiple of 8, below 512 KiB); the return address at CFA - 8k or, on
+ *   aarch64, still in LR (k = 0); FP saved at CFA - 8m, or unchanged (m = 0), or lost (m =
+ *   MPROF_ROW_FP_LOST: held in another register, or saved by an expression).  Other kinds: the end of the
+ *   stack (the return address is undefined: _start, a thread's first frame), a sigreturn trampoline,
+ *   x86-64's PLT, no call-frame information at all, and a rule no row can express (a CFA computed from
+ *   another register or by an expression, a return address kept in another register, ...).  A rule is 64
+ *   bits (a chunk keeps each distinct one once; its rows are 4 bytes), laid out for the walk's common case
+ *   (kind 0, one comparison; each field a load of its own, the offsets scaled by the address arithmetic
+ *   itself): mprof_rule_t below, cfa_off/8:16 | -k:16 | -m:16 | fp_base,pac:8 | kind:8.  (aarch64 saves
+ *   x29 and x30 at the bottom of a large frame, CFA - 1064 and further: the 7-bit slots of a first, 32-bit
+ *   layout fell short there.)
  * (pac: aarch64's return address is signed with pointer authentication there; the walk strips it.) */
 #ifndef MPROF_UNWTAB_H
 #define MPROF_UNWTAB_H
@@ -34,23 +37,44 @@ enum {
   MPROF_KIND_FALLBACK   /* a rule no row expresses: another unwinder takes the stack */
 };
 
-#define MPROF_ROW_KIND(r)     ((r) >> 29)
-#define MPROF_ROW_FAST_MAX    (1u << 29)          /* rule < this: kind STD */
-#define MPROF_ROW_CFA_OFF(r)  ((uintptr_t)((r) & 0x1fffu) * 8)
-#define MPROF_ROW_FP_BASE     (1u << 13)
-#define MPROF_ROW_RA(r)       (((r) >> 14) & 0x7fu)
-#define MPROF_ROW_FP(r)       (((r) >> 21) & 0x7fu)
-#define MPROF_ROW_PAC         (1u << 28)
-#define MPROF_ROW_FP_LOST     0x7fu
-#define MPROF_ROW_OFF_MAX     (0x1fffu * 8)
-#define MPROF_ROW_SLOT_MAX    0x7eu
+/* A rule as the walk reads it (a chunk's dictionary of them), and the same 8 bytes as one uint64_t (what
+ * the compiler produces and compares): little-endian, so cfa8 is bits 0-15, ra 16-31, fp 32-47, flags
+ * 48-55, kind 56-63.  The slots are stored negated, so an address is the CFA plus 8 times a field. */
+typedef struct mprof_rule_s {
+  uint16_t cfa8;                  /* the CFA's offset from SP or FP, in words */
+  int16_t  ra;                    /* -k: the return address at CFA - 8k; 0: in LR (aarch64) */
+  int16_t  fp;                    /* -m: FP at CFA - 8m; 0: unchanged */
+  uint8_t  flags;                 /* MPROF_RULE_FP_BASE, MPROF_RULE_PAC */
+  uint8_t  kind;
+} mprof_rule_t;
+#define MPROF_RULE_FP_BASE    1u
+#define MPROF_RULE_PAC        2u
+
+#define MPROF_ROW_KIND(r)     ((unsigned)((r) >> 56))
+#define MPROF_ROW_FAST_MAX    ((uint64_t)1 << 56)  /* rule < this: kind STD */
+#define MPROF_ROW_CFA_OFF(r)  ((uintptr_t)((r) & 0xffffu) * 8)
+#define MPROF_ROW_FP_BASE     ((uint64_t)MPROF_RULE_FP_BASE << 48)
+#define MPROF_ROW_PAC         ((uint64_t)MPROF_RULE_PAC << 48)
+#define MPROF_ROW_RA(r)       ((uintptr_t)(uint16_t)-(int16_t)(uint16_t)((r) >> 16))   /* k */
+#define MPROF_ROW_FP(r)       ((uintptr_t)(uint16_t)-(int16_t)(uint16_t)((r) >> 32))   /* m */
+#define MPROF_ROW_FP_LOST     0x7fffu
+#define MPROF_ROW_OFF_MAX     (0xffffu * 8)
+#define MPROF_ROW_SLOT_MAX    0x7ffeu
 #define MPROF_ROW_MAKE(kind, fp_base, cfa_off, ra, fp) \
-  ((uint32_t)((cfa_off) / 8) | ((fp_base) ? MPROF_ROW_FP_BASE : 0) | ((uint32_t)(ra) << 14) | \
-   ((uint32_t)(fp) << 21) | ((uint32_t)(kind) << 29))
-#define MPROF_ROW_NONE        ((uint32_t)MPROF_KIND_NONE << 29)
-#define MPROF_ROW_END         ((uint32_t)MPROF_KIND_END << 29)
-#define MPROF_ROW_SIGNAL      ((uint32_t)MPROF_KIND_SIGNAL << 29)
-#define MPROF_ROW_FALLBACK    ((uint32_t)MPROF_KIND_FALLBACK << 29)
+  ((uint64_t)((cfa_off) / 8) | ((fp_base) ? MPROF_ROW_FP_BASE : 0) | \
+   ((uint64_t)(uint16_t)-(int32_t)(ra) << 16) | ((uint64_t)(uint16_t)-(int32_t)(fp) << 32) | \
+   ((uint64_t)(kind) << 56))
+#define MPROF_ROW_NONE        ((uint64_t)MPROF_KIND_NONE << 56)
+#define MPROF_ROW_END         ((uint64_t)MPROF_KIND_END << 56)
+#define MPROF_ROW_SIGNAL      ((uint64_t)MPROF_KIND_SIGNAL << 56)
+#define MPROF_ROW_FALLBACK    ((uint64_t)MPROF_KIND_FALLBACK << 56)
+
+static inline uint64_t mprof_rule_bits(const mprof_rule_t *r)
+{
+  uint64_t bits;
+  __builtin_memcpy(&bits, r, sizeof bits);
+  return bits;
+}
 
 /* ---------------------------------------------------------------------------------------------------
    ehframe.c: .eh_frame_hdr and .eh_frame, read through a view
@@ -74,7 +98,7 @@ typedef struct mprof_cfi_index_s {
 /* Rows being compiled for [from, from + span): start offsets from `from`, sorted, and their rules. */
 typedef struct mprof_rowbuf_s {
   uint32_t *start;
-  uint32_t *rule;
+  uint64_t *rule;
   size_t    n, cap;
 } mprof_rowbuf_t;
 
@@ -89,12 +113,12 @@ bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, u
 --------------------------------------------------------------------------------------------------- */
 
 #define MPROF_TAB_CHUNK_SHIFT 12                      /* 4 KiB of an object's address range per chunk */
-#define MPROF_TAB_BLOCK_SHIFT 6                   /* a chunk's index: the first row of each 64 bytes */
+#define MPROF_TAB_BLOCK_SHIFT 5                   /* a chunk's index: the first row of each 32 bytes */
 #define MPROF_TAB_BLOCKS (1u << (MPROF_TAB_CHUNK_SHIFT - MPROF_TAB_BLOCK_SHIFT))
 
 /* A compiled chunk: its distinct rules, then its rows (each a 16-bit start offset into the chunk and a
  * rule's index), then one more row starting at 0xffff that stops the lookup's scan.  first[b] is the byte
- * offset (from the chunk) of the row in effect at the start of 64-byte block b.  4 bytes a row. */
+ * offset (from the chunk) of the row in effect at the start of 32-byte block b.  4 bytes a row. */
 typedef struct mprof_tabrow_s {
   uint16_t start, rule;
 } mprof_tabrow_t;
@@ -102,7 +126,7 @@ typedef struct mprof_tabrow_s {
 typedef struct mprof_tabchunk_s {
   uint32_t nrows, nrules;
   uint16_t first[MPROF_TAB_BLOCKS];
-  uint32_t rule[];                                /* nrules, then mprof_tabrow_t row[nrows + 1] */
+  mprof_rule_t rule[];                            /* nrules, then mprof_tabrow_t row[nrows + 1] */
 } mprof_tabchunk_t;
 
 #define MPROF_TAB_FAILED ((mprof_tabchunk_t *)1)  /* could not be compiled: its rows are all FALLBACK */
@@ -181,9 +205,9 @@ extern mprof_objset_t *mprof_unwtab_objset MPROF_HIDDEN;   /* atomic */
 static inline const mprof_uobj_t *mprof_unwtab_find(uintptr_t pc, mprof_ucursor_t *c)
 {
   const mprof_objset_t *set = __atomic_load_n(&mprof_unwtab_objset, __ATOMIC_ACQUIRE);
-  for (size_t i = 0, n = set != NULL ? set->n : 0; i < n; i++) {
-    if (pc - set->e[i].start < set->e[i].end - set->e[i].start) {
-      if (set->e[i].obj->permanent) return set->e[i].obj;
+  for (size_t i = 0, n = set != NULL ? set->n : 0; i < n; i++) {   /* sorted, disjoint */
+    if (pc < set->e[i].end) {
+      if (pc >= set->e[i].start && set->e[i].obj->permanent) return set->e[i].obj;
       break;
     }
   }
@@ -211,23 +235,23 @@ static inline const mprof_tabchunk_t *mprof_unwtab_chunk(const mprof_uobj_t *obj
   return mprof_likely(ch != NULL) ? ch : mprof_unwtab_chunk_slow(obj, ci);
 }
 
-/* The rule at offset `in` of a compiled chunk: the row in effect at its 64-byte block, then a short scan
- * (the last row stands beyond the object's end, so any in < 16 KiB is fine). */
-static inline uint32_t mprof_unwtab_chunk_rule(const mprof_tabchunk_t *ch, uint32_t in)
+/* The rule at offset `in` of a compiled chunk: the row in effect at its 32-byte block, then a short scan
+ * (the last row stands beyond the object's end, so any in < 4 KiB is fine). */
+static inline const mprof_rule_t *mprof_unwtab_chunk_rule(const mprof_tabchunk_t *ch, uint32_t in)
 {
   const char *base = (const char *)ch;
   const mprof_tabrow_t *at = (const mprof_tabrow_t *)(base + ch->first[in >> MPROF_TAB_BLOCK_SHIFT]);
-  while (at[1].start <= in) at++;                 /* a row or two per 64 bytes of code */
-  return ch->rule[at->rule];
+  while (at[1].start <= in) at++;                 /* a row or two per 32 bytes of code */
+  return &ch->rule[at->rule];
 }
 
 /* The rule for offset `off` (< span) of obj. */
-static inline uint32_t mprof_unwtab_rule(const mprof_uobj_t *obj, uintptr_t off)
+static inline uint64_t mprof_unwtab_rule(const mprof_uobj_t *obj, uintptr_t off)
 {
   const mprof_tabchunk_t *ch = mprof_unwtab_chunk(obj, off);
   if (mprof_unlikely((uintptr_t)ch <= (uintptr_t)MPROF_TAB_EMPTY))
     return ch == MPROF_TAB_FAILED ? MPROF_ROW_FALLBACK : MPROF_ROW_NONE;
-  return mprof_unwtab_chunk_rule(ch, (uint32_t)(off & ((1u << MPROF_TAB_CHUNK_SHIFT) - 1)));
+  return mprof_rule_bits(mprof_unwtab_chunk_rule(ch, (uint32_t)(off & ((1u << MPROF_TAB_CHUNK_SHIFT) - 1))));
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -253,8 +277,8 @@ typedef enum mprof_walk_end_e {
 } mprof_walk_end_t;
 
 size_t mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mprof_walk_end_t *end);
-/* Counts how a walk ended (handed: libgcc took the stack); the check keeps the first frames where walks
- * stopped early, for its report. */
+/* Counts how a walk ended (handed: libgcc took the stack): called for walks that end otherwise than DONE,
+ * and for every walk under the check, which keeps the first frames where walks stopped early. */
 void   mprof_unwind_table_note(const mprof_walk_env_t *env, mprof_walk_end_t end, bool handed);
 /* MIMALLOC_PROF_UNWIND_CHECK: a sample's stack from the table (a) and from libunwind (b; NULL: not asked),
  * counted and, for the first ones that differ, kept for the report at exit. */

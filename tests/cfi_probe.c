@@ -65,13 +65,13 @@ static const mprof_rowbuf_t *chunk_at(uintptr_t from)
   size_t cap = (size_t)1 << MPROF_TAB_CHUNK_SHIFT;
   chunk_t *c = &chunks[n_chunks++];
   c->from = from;
-  c->rows = (mprof_rowbuf_t){malloc(cap * sizeof(uint32_t)), malloc(cap * sizeof(uint32_t)), 0, cap};
+  c->rows = (mprof_rowbuf_t){malloc(cap * sizeof(uint32_t)), malloc(cap * sizeof(uint64_t)), 0, cap};
   if (c->rows.start == NULL || c->rows.rule == NULL) die("out of memory");
   if (!mprof_cfi_compile(&view, &ix, from, cap, &c->rows)) die("a chunk overflowed");
   return &c->rows;
 }
 
-static uint32_t rule_at(uintptr_t addr)
+static uint64_t rule_at(uintptr_t addr)
 {
   uintptr_t from = addr & ~(((uintptr_t)1 << MPROF_TAB_CHUNK_SHIFT) - 1);
   const mprof_rowbuf_t *r = chunk_at(from);
@@ -140,7 +140,7 @@ static cie_t cies[MAX_CIES];
 static size_t n_cies;
 
 /* The row readelf's columns call for: the CFA, the return address ("ra") and FP columns (NULL: none). */
-static uint32_t expected(const cie_t *c, const char *cfa, const char *ra, const char *fp, bool *either_plt,
+static uint64_t expected(const cie_t *c, const char *cfa, const char *ra, const char *fp, bool *either_plt,
                          bool *either_end)
 {
   *either_plt = *either_end = false;
@@ -184,9 +184,9 @@ static uint32_t expected(const cie_t *c, const char *cfa, const char *ra, const 
 
 static unsigned long n_rows, n_mismatch, n_fdes;
 
-static void compare(uintptr_t addr, uint32_t want, bool either_plt, bool either_end, const char *line)
+static void compare(uintptr_t addr, uint64_t want, bool either_plt, bool either_end, const char *line)
 {
-  uint32_t got = rule_at(addr);
+  uint64_t got = rule_at(addr);
   n_rows++;
   /* The PAC bit (aarch64's signed return addresses) is not in readelf's table: not compared. */
   got &= ~MPROF_ROW_PAC;
@@ -194,7 +194,8 @@ static void compare(uintptr_t addr, uint32_t want, bool either_plt, bool either_
       (either_end && got == MPROF_ROW_END))
     return;
   if (n_mismatch++ < 20)
-    printf("mismatch %#lx want %#x got %#x (%s)\n", (unsigned long)addr, want, got, line);
+    printf("mismatch %#lx want %#llx got %#llx (%s)\n", (unsigned long)addr, (unsigned long long)want,
+           (unsigned long long)got, line);
 }
 
 /* Splits a table line into its columns (at most 64). */
@@ -236,7 +237,7 @@ int main(int argc, char **argv)
       /* An FDE without rows is the CIE's initial row over its whole range. */
       if (in_fde && !fde_rows && cur_cie != NULL) {
         bool plt, end;
-        uint32_t want = expected(cur_cie, cur_cie->cfa, cur_cie->has_ra ? cur_cie->ra : NULL,
+        uint64_t want = expected(cur_cie, cur_cie->cfa, cur_cie->has_ra ? cur_cie->ra : NULL,
                                  cur_cie->has_fp ? cur_cie->fp : NULL, &plt, &end);
         compare(fde_start, want, plt, end, "no rows");
       }
@@ -276,12 +277,12 @@ int main(int argc, char **argv)
     if (!in_fde || loc < pc_begin || loc >= pc_end) continue;
     fde_rows = true;
     bool plt, end;
-    uint32_t want = expected(cur_cie, col[1], ra, fp, &plt, &end);
+    uint64_t want = expected(cur_cie, col[1], ra, fp, &plt, &end);
     compare(loc, want, plt, end, copy);
   }
   if (in_fde && !fde_rows && cur_cie != NULL) {
     bool plt, end;
-    uint32_t want = expected(cur_cie, cur_cie->cfa, cur_cie->has_ra ? cur_cie->ra : NULL,
+    uint64_t want = expected(cur_cie, cur_cie->cfa, cur_cie->has_ra ? cur_cie->ra : NULL,
                              cur_cie->has_fp ? cur_cie->fp : NULL, &plt, &end);
     compare(fde_start, want, plt, end, "no rows");
   }

@@ -4,7 +4,7 @@
  * "key a,b,c,"); something the test cannot see going wrong prints "table_probe: ..." on stderr, status 1.
  *
  * Modes (argv[1]):
- *   chain              main -> probe_tbl_a -> probe_tbl_b -> probe_tbl_c -> malloc
+ *   chain              main -> probe_tbl_a -> probe_tbl_b (a frame of 2 KiB) -> probe_tbl_c -> malloc
  *   signal [alt]       another thread signals the main thread while it spins in a leaf (probe_tbl_spin, no
  *                      call, no frame of its own on aarch64: its return address stays in the link register);
  *                      the handler mallocs, on an alternate signal stack with "alt"
@@ -101,7 +101,7 @@ NOINLINE void *probe_tbl_c(size_t n)
 
 NOINLINE void *probe_tbl_b(size_t n)
 {
-  volatile char pad[64];           /* a frame of some size */
+  volatile char pad[2048];         /* a large frame: aarch64 saves x29 and x30 at its bottom, CFA - 2064 */
   pad[0] = (char)n;
   void *p = probe_tbl_c(n + (size_t)pad[0] % 2);
   probe_salt += 2;
@@ -281,8 +281,14 @@ static int mode_dlmix(int argc, char **argv)
    odd: a CFA no row holds
 --------------------------------------------------------------------------------------------------- */
 
-/* probe_odd_cfa(fn): calls fn() with its CFA defined from a callee-saved register. */
+/* probe_odd_cfa(fn): calls fn() with its CFA defined from a callee-saved register (where the table
+ * unwinder exists; elsewhere the mode is not run). */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define HAVE_ODD_CFA 1
 void *probe_odd_cfa(void *(*fn)(void));
+#else
+#define HAVE_ODD_CFA 0
+#endif
 #if defined(__x86_64__)
 __asm__(".text\n"
         ".globl probe_odd_cfa\n"
@@ -337,7 +343,11 @@ NOINLINE void *probe_tbl_odd_cb(void)
 
 NOINLINE void *probe_tbl_odd_caller(void)
 {
+#if HAVE_ODD_CFA
   void *p = probe_odd_cfa(probe_tbl_odd_cb);
+#else
+  void *p = probe_tbl_odd_cb();
+#endif
   probe_salt += 19;
   return p;
 }
