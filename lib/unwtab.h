@@ -113,12 +113,12 @@ bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, u
 --------------------------------------------------------------------------------------------------- */
 
 #define MPROF_TAB_CHUNK_SHIFT 12                      /* 4 KiB of an object's address range per chunk */
-#define MPROF_TAB_BLOCK_SHIFT 5                   /* a chunk's index: the first row of each 32 bytes */
+#define MPROF_TAB_BLOCK_SHIFT 6                   /* a chunk's index: the first row of each 64 bytes */
 #define MPROF_TAB_BLOCKS (1u << (MPROF_TAB_CHUNK_SHIFT - MPROF_TAB_BLOCK_SHIFT))
 
 /* A compiled chunk: its distinct rules, then its rows (each a 16-bit start offset into the chunk and a
  * rule's index), then one more row starting at 0xffff that stops the lookup's scan.  first[b] is the byte
- * offset (from the chunk) of the row in effect at the start of 32-byte block b.  4 bytes a row. */
+ * offset (from the chunk) of the row in effect at the start of 64-byte block b.  4 bytes a row. */
 typedef struct mprof_tabrow_s {
   uint16_t start, rule;
 } mprof_tabrow_t;
@@ -235,13 +235,13 @@ static inline const mprof_tabchunk_t *mprof_unwtab_chunk(const mprof_uobj_t *obj
   return mprof_likely(ch != NULL) ? ch : mprof_unwtab_chunk_slow(obj, ci);
 }
 
-/* The rule at offset `in` of a compiled chunk: the row in effect at its 32-byte block, then a short scan
+/* The rule at offset `in` of a compiled chunk: the row in effect at its 64-byte block, then a short scan
  * (the last row stands beyond the object's end, so any in < 4 KiB is fine). */
 static inline const mprof_rule_t *mprof_unwtab_chunk_rule(const mprof_tabchunk_t *ch, uint32_t in)
 {
   const char *base = (const char *)ch;
   const mprof_tabrow_t *at = (const mprof_tabrow_t *)(base + ch->first[in >> MPROF_TAB_BLOCK_SHIFT]);
-  while (at[1].start <= in) at++;                 /* a row or two per 32 bytes of code */
+  while (at[1].start <= in) at++;                 /* a row or two per 64 bytes of code */
   return &ch->rule[at->rule];
 }
 
