@@ -11,9 +11,8 @@
  *   another register or by an expression, a return address kept in another register, ...).  A rule is 64
  *   bits (a chunk keeps each distinct one once; its rows are 4 bytes), laid out for the walk's common case
  *   (kind 0, one comparison; each field a load of its own, the offsets scaled by the address arithmetic
- *   itself): mprof_rule_t below, cfa_off/8:16 | -k:16 | -m:16 | fp_base,pac:8 | kind:8.  (aarch64 saves
- *   x29 and x30 at the bottom of a large frame, CFA - 1064 and further: the 7-bit slots of a first, 32-bit
- *   layout fell short there.)
+ *   itself): mprof_rule_t below, cfa_off/8:16 | -k:16 | -m:16 | fp_base,pac:8 | kind:8.  (16-bit slots:
+ *   aarch64 saves x29 and x30 at the bottom of a large frame, CFA - 1064 and further.)
  * (pac: aarch64's return address is signed with pointer authentication there; the walk strips it.) */
 #ifndef MPROF_UNWTAB_H
 #define MPROF_UNWTAB_H
