@@ -65,10 +65,8 @@ static void release_heap(mi_heap_t *heap)
     mprof_observer_get(&obs);
     for (size_t i = 0; i < b.n; i++) {
       const mprof_record_t *r = &b.r[i];
-      if (!(r->flags & MPROF_RECORD_ORPHAN)) {
-        mprof_dump_note_inuse(-(int64_t)r->inuse_bytes);
-        if ((r->flags & MPROF_RECORD_OBSERVED) && obs.on_free != NULL) obs.on_free((void *)r->addr, r->size, obs.arg);
-      }
+      if (!(r->flags & MPROF_RECORD_ORPHAN) && (r->flags & MPROF_RECORD_OBSERVED) && obs.on_free != NULL)
+        obs.on_free((void *)r->addr, r->size, obs.arg);
       mprof_sheap_free((void *)r->addr);
     }
   } while (b.n == BATCH);
