@@ -139,7 +139,10 @@ void mprof_peak_begin(uint64_t now_ns)
 void mprof_peak_end(void)
 {
   mprof_peak_state_t *st = &mprof_peak;
-  st->inuse_bytes = st->half_a_bytes = st->half_obj_fx = st->half_bytes = 0;
+  st->inuse_bytes = st->alloc_bytes = st->half_a_bytes = st->best_a = 0;
+  st->half_obj_fx = st->half_bytes = st->peak_obj_fx = st->peak_bytes = 0;
+  st->peak_point = (mprof_point_t){.t_ns = 0};   /* no session: no peak comment, no timeline */
+  st->n_points = 0;
 }
 
 void mprof_peak_configure(uint64_t rate, uint64_t interval, uint64_t floor)

@@ -12,6 +12,8 @@
 
 #include "config.h"
 
+#include <glob.h>
+#include <limits.h>
 #include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -210,6 +212,9 @@ void     pb_sample_labels(pbuild_t *b, const uint64_t *location_ids, size_t n, p
 /* pb_sample_labels with the values and the labels of `smp`, a sample of `p`. */
 void     pb_sample_from(pbuild_t *b, const profile_t *p, const sample_t *smp, const uint64_t *location_ids,
                         size_t n, int sign);
+/* Labels (up to 2; n 0: none) that pb_sample_from gives every sample it copies from now on, in place of
+ * the sample's own of the same key: the process of each part of a merged profile (`run`). */
+void     pb_extra_labels(pbuild_t *b, const pb_label_t *labels, size_t n);
 /* Copies the whole of `p` in (locations and functions as they are): merging profiles is calling this
  * for each. */
 bool     pb_add_profile(pbuild_t *b, const profile_t *p, int sign);
@@ -358,7 +363,9 @@ typedef struct heap_totals_s {
   int64_t alloc_bytes;           /* sum of alloc_space */
   int64_t peak_bytes;            /* the peak comment's bytes, else the sum of peak_space */
   int64_t peak_ns;               /* when the peak was reached (CLOCK_REALTIME ns); 0 unknown */
-  int64_t start_ns;              /* time_nanos - duration_nanos: when the session started; 0 unknown */
+  int64_t start_ns;              /* when the session started (its end - duration_nanos); 0 unknown */
+  int64_t stopped_ns;            /* the stop comment's time: sampling stopped then (CLOCK_REALTIME ns);
+                                    0: it was running (or the profile does not say) */
 } heap_totals_t;
 void heap_totals(const profile_t *p, heap_totals_t *t);
 
@@ -381,6 +388,9 @@ void heap_print_top_sites(FILE *f, const view_t *v, size_t rows, const char *ind
 /* The summary `run` prints: peak (and when, after start_ns; 0: not said), in use at exit, allocated,
  * the top three sites at the peak. */
 void heap_summary(FILE *f, const char *path, int64_t start_ns);
+/* `run --leak`: what is in use in the profile at path (its total bytes and objects), and up to `rows`
+ * sites holding it, largest first, with their shares of that total (allocator wrappers folded). */
+void heap_leaks(FILE *f, const char *path, size_t rows);
 
 /* ---------------------------------------------------------------------------------------------------
    "timeline.c", "timeline_svg.c": the heap over time as a chart
@@ -454,6 +464,40 @@ int symbolize_file(const char *in, const char *out, const sym_opts_t *o);
 char *tool_demangle(const char *name);
 
 /* ---------------------------------------------------------------------------------------------------
+   "runtree.c": the profiles of the processes `run` started
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct tree_dump_s {
+  char  path[PATH_MAX];
+  pid_t pid;
+  char  kind;                   /* f (final), i, u, s, p, m (mimalloc_prof(3), Automatic dumps) */
+  char  program[256];           /* tree_keep: the program's file name */
+  size_t samples;               /* tree_keep: its number of samples */
+} tree_dump_t;
+
+typedef struct tree_s {
+  glob_t       before;          /* the names there before the run */
+  bool         have_before;
+  tree_dump_t *dump;            /* the profiles the run wrote, by name */
+  size_t       n;
+} tree_t;
+
+/* Before the run: the profiles already under prefix (PREFIX.PID.SEQ.KIND.pb.gz); false on an error. */
+bool   tree_before(const char *prefix, tree_t *t);
+/* After it: those that are new (regular files only); false on an error. */
+bool   tree_after(const char *prefix, tree_t *t);
+void   tree_free(tree_t *t);
+size_t tree_finals(const tree_t *t);
+/* The program a profile was written by: its first mapping's file name ("unknown" without one). */
+void   tree_program(const profile_t *p, char *buf, size_t len);
+/* The final profiles as one, written to out, each sample labelled process and pid (main_pid's header
+ * first); 0, or -1 with a message in err. */
+int    tree_merge(const tree_t *t, pid_t main_pid, const char *out, char *err, size_t err_len);
+/* Symbolizes every profile (unless so is NULL; summaries for the final ones) and, when rename_them,
+ * renames each to PREFIX.PROGRAM.PID.SEQ.KIND.pb.gz (never replacing a name). */
+void   tree_keep(tree_t *t, const char *prefix, bool rename_them, const sym_opts_t *so);
+
+/* ---------------------------------------------------------------------------------------------------
    "client.c": the control socket of a running process (ctl, top PID, ps, serve)
 --------------------------------------------------------------------------------------------------- */
 
@@ -487,7 +531,12 @@ int64_t ctl_timeout_ms(void);
  * one asked (SO_PEERCRED: another process, or another user unless we are root).  Messages carry no text
  * from the process but escaped (escape.c). */
 int  ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, size_t err_len);
+/* Whether an exchange that failed (ctl_request's -1) found the socket with no process listening on it
+ * (ECONNREFUSED): a socket left behind. */
+bool ctl_request_refused(void);
 void ctl_reply_free(ctl_reply_t *r);
+/* The number of the "key value" line named key in an ok reply's data; false when there is none. */
+bool ctl_reply_number(const ctl_reply_t *r, const char *key, uint64_t *value);
 /* An error reply for people, escaped: "sampling is on already (EALREADY)". */
 const char *ctl_reply_error(const ctl_reply_t *r, char *buf, size_t len);
 /* Takes a heap profile of pid into path (written beside it, then renamed) and symbolizes it unless

@@ -73,6 +73,13 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   if (v->total != 0) printf("%.1f%% of it allocated at named sites\n", share(v->named_leaf, v->total));
   heap_totals_t t;
   heap_totals(v->p, &t);
+  if (t.stopped_ns != 0) {
+    printf("sampling is stopped");
+    if (v->p->time_nanos >= t.stopped_ns)
+      printf(" (%s before this profile was written)",
+             tool_duration(v->p->time_nanos - t.stopped_ns, when, sizeof when));
+    printf(": what it shows was sampled until then\n");
+  }
   if (!t.has_inuse) return;
   printf("heap: %s in use when written", tool_bytes(t.inuse_bytes, a, sizeof a));
   if (t.has_peak) {
@@ -82,8 +89,10 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   }
   if (t.has_alloc) printf(", %s allocated", tool_bytes(t.alloc_bytes, c, sizeof c));
   printf("\n");
-  /* within one sample's weight (at least the period): estimates move by whole samples */
-  int64_t slack = v->p->period > 0 ? v->p->period : 0;
+  /* give or take one sample's weight (the period: estimates move by whole samples) and 2% of the peak
+   * (the recorded peak is the half-B estimate at half A's highest point, which can come a sample or two
+   * before the true top: a program at exactly a tenth reads either side of it) */
+  int64_t slack = tool_add(v->p->period > 0 ? v->p->period : 0, t.peak_bytes / 50);
   bool small = t.has_peak && t.peak_bytes > 0 && t.inuse_bytes <= tool_add(t.peak_bytes / 10, slack);
   if (small && strncmp(v->type, "peak_", 5) != 0)
     printf("(in use when written is a tenth of the peak or less: -s peak_space shows the sites at the "
