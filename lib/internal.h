@@ -192,7 +192,8 @@ void  *mprof_pmem_map(size_t bytes);           /* tables; NULL when over budget 
 void   mprof_pmem_unmap(void *p, size_t bytes);
 bool   mprof_pmem_reserve(size_t bytes);       /* keeps bytes free for dumps (a stack added); false: budget */
 void   mprof_pmem_unreserve(size_t bytes);
-/* The same for the stack table, within its share of the budget (half of what the tables may commit). */
+/* The same for the stack table and the unwinder's tables, within their share of the budget (half of what
+ * the tables may commit). */
 void  *mprof_pmem_map_stacks(size_t bytes);
 void   mprof_pmem_unmap_stacks(void *p, size_t bytes);
 bool   mprof_pmem_reserve_stacks(size_t bytes);

@@ -29,7 +29,8 @@
  * that could have loaded a pointer to it has left.  Nothing ever waits: memory whose walks are still
  * running is freed by a later retire or release.
  *
- * Memory: profiler memory (pmem.c), never malloc; nothing per thread.
+ * Memory: profiler memory (pmem.c), never malloc, in the stacks' share of the budget (what records need
+ * stays theirs); nothing per thread.
  */
 #include "unwtab.h"
 
@@ -99,14 +100,14 @@ static void *slab_alloc(mprof_uobj_t *o, size_t n)
       if (at + n <= s->bytes - sizeof(tabslab_t)) return s->mem + at;
     }
     size_t bytes = n + sizeof(tabslab_t) > SLAB_BYTES ? n + sizeof(tabslab_t) : SLAB_BYTES;
-    tabslab_t *fresh = mprof_pmem_map(bytes);
+    tabslab_t *fresh = mprof_pmem_map_stacks(bytes);
     if (fresh == NULL) return NULL;
     fresh->bytes = bytes;
     fresh->used = n;
     fresh->next = s;
     if (__atomic_compare_exchange_n(&o->slabs, &s, fresh, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
       return fresh->mem;
-    mprof_pmem_unmap(fresh, bytes);     /* another thread's slab came first: carve from it */
+    mprof_pmem_unmap_stacks(fresh, bytes);     /* another thread's slab came first: carve from it */
   }
 }
 
@@ -114,16 +115,16 @@ static void free_object(mprof_uobj_t *o)
 {
   for (tabslab_t *s = o->slabs, *next; s != NULL; s = next) {
     next = s->next;
-    mprof_pmem_unmap(s, s->bytes);
+    mprof_pmem_unmap_stacks(s, s->bytes);
   }
-  mprof_pmem_unmap(o->copy, o->copy_bytes);
-  mprof_pmem_unmap(o, o->retired.bytes);
+  mprof_pmem_unmap_stacks(o->copy, o->copy_bytes);
+  mprof_pmem_unmap_stacks(o, o->retired.bytes);
 }
 
 static void free_retired(mprof_retired_t *r)
 {
   if (r->is_object) free_object((mprof_uobj_t *)r);
-  else mprof_pmem_unmap(r, r->bytes);
+  else mprof_pmem_unmap_stacks(r, r->bytes);
 }
 
 static void push_limbo(mprof_retired_t *first, mprof_retired_t *last)
@@ -259,10 +260,10 @@ static bool copy_cfi(mprof_uobj_t *o, uintptr_t hdr)
   uintptr_t lo = hdr < ix.eh_frame ? hdr : ix.eh_frame;
   uintptr_t hi = fde_end > hdr + hdr_bytes ? fde_end : hdr + hdr_bytes;
   if (fde_end == 0 || lo < o->start || hi > end || hi - lo > COPY_MAX) return false;
-  void *copy = mprof_pmem_map(hi - lo);
+  void *copy = mprof_pmem_map_stacks(hi - lo);
   if (copy == NULL) return false;
   if (!copy_in(lo, copy, hi - lo)) {
-    mprof_pmem_unmap(copy, hi - lo);
+    mprof_pmem_unmap_stacks(copy, hi - lo);
     return false;
   }
   o->copy = copy;
@@ -278,7 +279,7 @@ static mprof_uobj_t *make_object(const struct dl_find_object *f)
   size_t nchunks = (span + ((size_t)1 << MPROF_TAB_CHUNK_SHIFT) - 1) >> MPROF_TAB_CHUNK_SHIFT;
   size_t bytes = sizeof(mprof_uobj_t) + nchunks * sizeof(mprof_tabchunk_t *);
   if (span == 0 || nchunks > UINT32_MAX) return NULL;
-  mprof_uobj_t *o = mprof_pmem_map(bytes);
+  mprof_uobj_t *o = mprof_pmem_map_stacks(bytes);
   if (o == NULL) return NULL;
   o->retired.bytes = bytes;
   o->retired.is_object = true;
@@ -318,7 +319,7 @@ static mprof_uobj_t *publish(mprof_uobj_t *o)
       }
     }
     size_t bytes = sizeof(objset_t) + (n + 1) * sizeof(objset_entry_t);
-    objset_t *next = mprof_pmem_map(bytes);
+    objset_t *next = mprof_pmem_map_stacks(bytes);
     if (next == NULL) break;
     next->retired.bytes = bytes;
     bool placed = false;
@@ -342,7 +343,7 @@ static mprof_uobj_t *publish(mprof_uobj_t *o)
       settle();
       return o;
     }
-    mprof_pmem_unmap(next, bytes);             /* lost the race: never seen by anyone */
+    mprof_pmem_unmap_stacks(next, bytes);             /* lost the race: never seen by anyone */
   }
   free_object(o);
   return NULL;
