@@ -142,9 +142,11 @@ static void unpark(const probe_child_t *c)
   ck_assert_str_eq(control_probe_say(c, NULL), "ready");
 }
 
-/* Removes from err the loader's lines about a preloaded object of the other ELF class: in a cross build
- * (scripts/cross-test.sh i386) a probe is started through its libtool wrapper, a shell script of the build
- * machine, whose loader cannot preload the probe's shim and says so before it runs the probe. */
+/* Removes from err the loader's lines about a preloaded object of another ELF class or machine: in a
+ * cross build (scripts/cross-test.sh i386 or arm64) a probe is started through its libtool wrapper, a shell
+ * script of the build machine, whose loader cannot preload the probe's shim and says so before it runs the
+ * probe ("wrong ELF class" for i386; for arm64 the loader skips an object of another machine and finds
+ * none: "cannot open shared object file"). */
 static void drop_wrapper_lines(char *err)
 {
   static const char noise[] = "ERROR: ld.so: object '";
@@ -152,7 +154,9 @@ static void drop_wrapper_lines(char *err)
   for (const char *l = err; *l != '\0';) {
     const char *nl = strchr(l, '\n');
     size_t n = nl != NULL ? (size_t)(nl - l) + 1 : strlen(l);
-    bool drop = strncmp(l, noise, sizeof noise - 1) == 0 && memmem(l, n, "wrong ELF class", 15) != NULL;
+    bool drop = strncmp(l, noise, sizeof noise - 1) == 0 &&
+                (memmem(l, n, "wrong ELF class", 15) != NULL ||
+                 memmem(l, n, "cannot open shared object file", 30) != NULL);
     if (!drop) memmove(w, l, n), w += n;
     l += n;
   }
