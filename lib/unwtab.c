@@ -15,12 +15,14 @@
  *
  * dlclose.  Objects loaded before the library (the program and its libraries: glibc never unloads them)
  * are permanent.  Any other is checked once per walk that meets it: _dl_find_object must still report the
- * same mapping, link map and .eh_frame_hdr, else the record is replaced by the object now there (the old
- * one is retired, below).  Its call-frame information is copied into profiler memory when registered
- * (process_vm_readv: an object unloaded meanwhile gives EFAULT, never a fault), so compiling a chunk later
- * never reads the object itself; where process_vm_readv is refused (qemu-user, seccomp) it is read in
- * place, which is only unsafe if a thread unloads an object that a wrong step of the walk led into.  The
- * walk itself reads only the stack and these tables.  What a walk can still see is never freed under it:
+ * same mapping, link map and .eh_frame_hdr, and the object's build ID must still read the same (one
+ * process_vm_readv), else the record is replaced by the object now there (the old one is retired,
+ * below).  Its call-frame information is copied into profiler memory when registered (process_vm_readv:
+ * an object unloaded meanwhile gives EFAULT, never a fault), so compiling a chunk later never reads the
+ * object itself; where process_vm_readv is refused (qemu-user, seccomp) it is read in place, which is
+ * only unsafe if a thread unloads an object that a wrong step of the walk led into.  The walk itself
+ * reads only the stack, these tables and that build ID.  What a walk can still see is never freed under
+ * it:
  *
  * Reclamation (epochs).  A walk counts itself in readers[epoch & 1] for its whole duration.  Retired
  * memory (a replaced objset, a stale object with its chunks and copy; everything at mi_prof_stop) is
@@ -218,13 +220,77 @@ static const objset_entry_t *set_find(const objset_t *set, uintptr_t pc)
   return &set->e[lo - 1];
 }
 
-static bool same_object(const mprof_uobj_t *o, const struct dl_find_object *f)
+static bool copy_in(uintptr_t addr, void *dst, size_t n) { return mprof_unwind_read_bytes(addr, dst, n); }
+
+/* An object's identity bytes: the descriptor of its NT_GNU_BUILD_ID note, found through the program
+ * headers at the start of its mapping, else the first bytes of its .eh_frame_hdr (which name its search
+ * table's place and length: weaker, for objects linked without a build ID).  The loader's own report
+ * (mapping, link map, .eh_frame_hdr) is not enough: a module dlclosed and another dlopened in its place
+ * often gets the freed link map back, and two builds of one plugin can share every address (Debian's
+ * hardened flags gave tests/dl_mix.c's two variants one layout). */
+static bool read_at(uintptr_t addr, void *dst, size_t n)
 {
-  return o->start == (uintptr_t)f->dlfo_map_start && o->start + o->span == (uintptr_t)f->dlfo_map_end &&
-         o->link_map == f->dlfo_link_map && o->eh_frame == f->dlfo_eh_frame;
+  if (copy_in(addr, dst, n)) return true;
+  if (!mprof_unwind_foreign_refused()) return false;
+  memcpy(dst, (const void *)addr, n);              /* where the loader reports an object: see above */
+  return true;
 }
 
-static bool copy_in(uintptr_t addr, void *dst, size_t n) { return mprof_unwind_read_bytes(addr, dst, n); }
+static void learn_identity(mprof_uobj_t *o, uintptr_t hdr)
+{
+  ElfW(Ehdr) eh;
+  ElfW(Phdr) ph;
+  uintptr_t end = o->start + o->span, first = UINTPTR_MAX;
+  bool elf = read_at(o->start, &eh, sizeof eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+             eh.e_phentsize == sizeof ph && eh.e_phoff < 4096 &&
+             eh.e_phnum <= (4096 - eh.e_phoff) / sizeof ph;          /* in the first page */
+  for (size_t i = 0; elf && i < eh.e_phnum; i++)      /* the bias: the first PT_LOAD is at start */
+    if (read_at(o->start + eh.e_phoff + i * sizeof ph, &ph, sizeof ph) && ph.p_type == PT_LOAD &&
+        ph.p_vaddr < first)
+      first = ph.p_vaddr;
+  uintptr_t bias = o->start - (first & ~(uintptr_t)0xfff);
+  for (size_t i = 0; first != UINTPTR_MAX && i < eh.e_phnum; i++) {
+    if (!read_at(o->start + eh.e_phoff + i * sizeof ph, &ph, sizeof ph) || ph.p_type != PT_NOTE) continue;
+    uintptr_t at = bias + ph.p_vaddr, stop = at + ph.p_memsz;
+    if (at < o->start || stop > end || stop < at) continue;
+    for (unsigned k = 0; k < 64 && stop - at >= 12; k++) {
+      ElfW(Nhdr) nh;
+      char name[4];
+      if (!read_at(at, &nh, sizeof nh)) break;
+      uintptr_t desc = at + 12 + ((nh.n_namesz + 3) & ~(uintptr_t)3);
+      uintptr_t next = desc + ((nh.n_descsz + 3) & ~(uintptr_t)3);
+      if (next > stop || next <= at) break;
+      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 && read_at(at + 12, name, 4) &&
+          memcmp(name, "GNU", 4) == 0) {
+        size_t n = nh.n_descsz < MPROF_UOBJ_ID_MAX ? nh.n_descsz : MPROF_UOBJ_ID_MAX;
+        if (read_at(desc, o->id, n)) o->id_at = desc, o->id_len = (uint8_t)n;
+        return;
+      }
+      at = next;
+    }
+  }
+  if (hdr != 0 && hdr - o->start < o->span) {
+    size_t n = end - hdr < MPROF_UOBJ_ID_MAX ? end - hdr : MPROF_UOBJ_ID_MAX;
+    if (read_at(hdr, o->id, n)) o->id_at = hdr, o->id_len = (uint8_t)n;
+  }
+}
+
+/* Whether the record o still describes the object the loader reports in f.  The identity bytes are read
+ * with process_vm_readv (an address that is no longer mapped reads as different); where that is refused
+ * they are read in place only inside the mapping's first page, which any object mapped there has
+ * readable, else not compared. */
+static bool same_object(const mprof_uobj_t *o, const struct dl_find_object *f)
+{
+  if (o->start != (uintptr_t)f->dlfo_map_start || o->start + o->span != (uintptr_t)f->dlfo_map_end ||
+      o->link_map != f->dlfo_link_map || o->eh_frame != f->dlfo_eh_frame)
+    return false;
+  if (o->id_at == 0) return true;
+  uint8_t now[MPROF_UOBJ_ID_MAX];
+  if (copy_in(o->id_at, now, o->id_len)) return memcmp(now, o->id, o->id_len) == 0;
+  if (!mprof_unwind_foreign_refused()) return false;
+  if (o->id_at + o->id_len - o->start > 4096) return true;
+  return memcmp((const void *)o->id_at, o->id, o->id_len) == 0;
+}
 
 /* The view of a non-permanent object's call-frame information: a copy of [.eh_frame_hdr, the end of
  * .eh_frame) in profiler memory.  False when it cannot be read (the view stays unset). */
@@ -288,6 +354,7 @@ static mprof_uobj_t *make_object(const struct dl_find_object *f)
   o->link_map = f->dlfo_link_map;
   o->eh_frame = f->dlfo_eh_frame;
   o->permanent = is_initial(start);
+  if (!o->permanent) learn_identity(o, (uintptr_t)f->dlfo_eh_frame);
   o->nchunks = (uint32_t)nchunks;
   uintptr_t hdr = (uintptr_t)f->dlfo_eh_frame;
   bool in_place = o->permanent;
@@ -313,7 +380,7 @@ static mprof_uobj_t *publish(mprof_uobj_t *o)
     for (size_t i = 0; i < n; i++) {
       const mprof_uobj_t *p = cur->e[i].obj;
       if (p->start == o->start && p->span == o->span && p->link_map == o->link_map &&
-          p->eh_frame == o->eh_frame) {
+          p->eh_frame == o->eh_frame && p->id_len == o->id_len && memcmp(p->id, o->id, o->id_len) == 0) {
         free_object(o);                        /* registered meanwhile: never seen by anyone */
         return cur->e[i].obj;
       }

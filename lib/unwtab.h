@@ -140,11 +140,15 @@ struct mprof_retired_s {
   bool             is_object;                     /* an mprof_uobj_t (else a list of objects) */
 };
 
+#define MPROF_UOBJ_ID_MAX 32
 typedef struct mprof_uobj_s mprof_uobj_t;
 struct mprof_uobj_s {
   mprof_retired_t retired;                        /* bytes: this record's mapping */
   uintptr_t      start, span;                     /* [start, start + span): the object's mapping */
   const void    *link_map, *eh_frame;             /* who it is (with start and span) */
+  uintptr_t      id_at;                           /* where its identity bytes are; 0: none known */
+  uint8_t        id_len;                          /* how many (MPROF_UOBJ_ID_MAX at most) */
+  uint8_t        id[32];                          /* its build ID, else the start of .eh_frame_hdr */
   bool           permanent;                       /* loaded before the library: never unloaded */
   mprof_cfi_view_t  view;                         /* where its call-frame information is read */
   mprof_cfi_index_t index;                        /* fde_count 0: none (every row NONE) */
