@@ -82,7 +82,9 @@ static void try_advance(void)
 }
 
 /* Chunks are carved from an object's slabs (a bump pointer each, taken with fetch_add): a chunk of a few
- * KiB in a page of its own would double what the tables keep resident. */
+ * KiB in a page of its own would double what the tables keep resident.  An object's first slab is a page
+ * and each next one twice the last, up to SLAB_MAX: most objects need a few chunks of ~1 KiB, and a slab
+ * counts against the budget's share for stacks as soon as it is mapped. */
 typedef struct mprof_tabslab_s {
   struct mprof_tabslab_s *next;
   size_t bytes;                          /* of the mapping */
@@ -90,7 +92,8 @@ typedef struct mprof_tabslab_s {
   _Alignas(8) char mem[];
 } tabslab_t;
 
-#define SLAB_BYTES ((size_t)64 << 10)
+#define SLAB_FIRST ((size_t)4 << 10)
+#define SLAB_MAX   ((size_t)64 << 10)
 
 static void *slab_alloc(mprof_uobj_t *o, size_t n)
 {
@@ -101,7 +104,8 @@ static void *slab_alloc(mprof_uobj_t *o, size_t n)
       size_t at = __atomic_fetch_add(&s->used, n, __ATOMIC_RELAXED);
       if (at + n <= s->bytes - sizeof(tabslab_t)) return s->mem + at;
     }
-    size_t bytes = n + sizeof(tabslab_t) > SLAB_BYTES ? n + sizeof(tabslab_t) : SLAB_BYTES;
+    size_t step = s == NULL ? SLAB_FIRST : s->bytes < SLAB_MAX ? 2 * s->bytes : SLAB_MAX;
+    size_t bytes = n + sizeof(tabslab_t) > step ? n + sizeof(tabslab_t) : step;
     tabslab_t *fresh = mprof_pmem_map_stacks(bytes);
     if (fresh == NULL) return NULL;
     fresh->bytes = bytes;
