@@ -1,5 +1,5 @@
 /* unwtab.c - the table unwinder's tables: one per loaded object that a sampled stack passes through,
- * compiled lazily a 16 KiB chunk of its address range at a time, shared by every thread.
+ * compiled lazily a 4 KiB chunk of its address range at a time, shared by every thread.
  *
  * Objects.  A walk meeting an address outside every known object asks _dl_find_object (glibc 2.35: no
  * lock, async-signal-safe) for the object there: its mapping, its link map and its .eh_frame_hdr.  The
@@ -7,7 +7,7 @@
  * whenever an object is added or found gone: readers never wait, writers never lock.  Two threads that
  * register the same object at once keep the first published record; the other is freed unseen.
  *
- * Chunks.  An object's range is cut into 16 KiB chunks, each compiled from .eh_frame (ehframe.c) the
+ * Chunks.  An object's range is cut into 4 KiB chunks, each compiled from .eh_frame (ehframe.c) the
  * first time a walk needs a row in it, and published with one compare-and-swap into the record's chunk
  * array: two threads compiling the same chunk both finish, and the loser frees its copy.  So the first
  * sample through some code pays for its chunks (about 40 FDEs each), and memory follows the code samples
