@@ -37,6 +37,7 @@
 #if MPROF_HAVE_TABLE
 
 #define LEADING_MAX 64        /* the library's own frames, at most, before the program's */
+#define OWN_FRAMES_MAX ((uintptr_t)16 << 10)  /* below the sample's deepest point: this walk's callers */
 
 /* A word on the stack outside the thread's proven range: the library's own frames on the stack it runs on
  * (own), the alternate signal stack this sample runs on, else through process_vm_readv. */
@@ -266,6 +267,14 @@ mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mprof_walk
 #endif
   w.adj = 0;                     /* the walk starts where execution is */
 #endif
+  /* The walk's own frames may lie below the deepest point of the thread's stack noted for this sample
+   * (mprof_unwind_room's), on the stack it runs on: all of it from sp up is mapped.  Where the library is
+   * linked into the program they are reported frames, not leading ones read as our own. */
+  if (env->stack_span != 0 && sp < env->stack_lo && env->stack_lo - sp <= OWN_FRAMES_MAX) {
+    uintptr_t lo = sp & ~(uintptr_t)(sizeof(uintptr_t) - 1);
+    env->stack_span += env->stack_lo - lo;
+    env->stack_lo = lo;
+  }
   const uintptr_t s_lo = env->stack_lo, s_span = env->stack_span, top = s_lo + s_span;
   uintptr_t *p = out, *p_end = out + max;
   mprof_walk_end_t why = MPROF_WALK_DONE;
