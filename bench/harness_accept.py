@@ -16,11 +16,12 @@ INSTR_GEOMEAN_C = 1.0015    # sampling / stopped instructions, geometric mean ov
 INSTR_STDIO = 1.002         # ... and on the single-threaded stdio workload
 WALL_MAX = 1.15             # sampling / stopped wall time, every workload
 STDIO = "stdio_lines"
-SAMPLING = ["fp", "libunwind"]   # the acceptance's "sampling": the default unwinder (auto = libunwind) and fp
+SAMPLING = ["fp", "table"]   # the acceptance's "sampling": the default unwinder (auto = table) and fp
 
 
 def acceptance(wl, kinds, names, R, samples, breakdown):
-    """Issue 13's acceptance criteria, per sampling configuration (fp and libunwind; libgcc for information)."""
+    """Issue 13's acceptance criteria, per sampling configuration (fp and table; libunwind and libgcc for
+    information)."""
     out = dict(rss=[], rss_mean={}, instr={}, wall=[], criteria=[])
     have = [u for u in UNWINDERS if u in names and "stopped" in names]
     for w in wl:

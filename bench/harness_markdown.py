@@ -71,10 +71,10 @@ def markdown(doc, a):
             add("| %s: %s | %s | %s | %s | %s | %s |" % (c["id"], c["text"], c["config"], c["value"], c["limit"],
                                                        {True: "pass", False: "**FAIL**", None: "n/a"}[c["met"]], c["detail"]))
         add("")
-        add("Per workload (fp; libunwind), against ours stopped: instructions (whole process; the profiler's own "
+        add("Per workload (fp; table), against ours stopped: instructions (whole process; the profiler's own "
             "objects only); extra peak RSS, KiB [interval] and its limit; wall time [interval].")
         add("")
-        add("| workload | instructions fp; libunwind | own fp; libunwind | extra RSS fp | extra RSS libunwind | limit | wall fp | wall libunwind |")
+        add("| workload | instructions fp; table | own fp; table | extra RSS fp | extra RSS table | limit | wall fp | wall table |")
         add("|---|---|---|---|---|---:|---|---|")
         rss = {(r["workload"], r["config"]): r for r in acc["rss"]}
         wall = {(r["workload"], r["config"]): r for r in acc["wall"]}
@@ -95,18 +95,18 @@ def markdown(doc, a):
 
             def icell(key):
                 vals = []
-                for u in ("fp", "libunwind"):
+                for u in ("fp", "table"):
                     v = R[w][u].get("instr_ratio") if key == "all" else acc["instr"].get(u, {}).get("own", {}).get(w)
                     vals.append("%.4f" % v if v else "-")
                 return "; ".join(vals)
-            lim = rss.get((w, "fp"), rss.get((w, "libunwind"), {})).get("limit_kib")
-            add("| %s | %s | %s | %s | %s | %s | %s | %s |" % (w, icell("all"), icell("own"), rcell("fp"), rcell("libunwind"),
-                                                          "%d" % lim if lim else "-", wcell("fp"), wcell("libunwind")))
+            lim = rss.get((w, "fp"), rss.get((w, "table"), {})).get("limit_kib")
+            add("| %s | %s | %s | %s | %s | %s | %s | %s |" % (w, icell("all"), icell("own"), rcell("fp"), rcell("table"),
+                                                          "%d" % lim if lim else "-", wcell("fp"), wcell("table")))
         add("")
         add("Extra peak RSS: median over rounds of the per-round difference of `ru_maxrss` (configuration - stopped), "
             "its interval as for the ratios; live samples: the most live at once in a separate run with "
-            "`bench/stats_report.c` (timed size, same seed).  libgcc is reported below but not held to the criteria "
-            "(not the default unwinder: `auto` takes libunwind).")
+            "`bench/stats_report.c` (timed size, same seed).  libunwind and libgcc are reported below but not held to "
+            "the criteria (not the default unwinder: `auto` takes table).")
         add("")
 
     # Controls
@@ -180,8 +180,8 @@ def markdown(doc, a):
 
     add("## Profilers side by side: sampling at %d against the same allocator without it" % meta["rate"])
     add("")
-    add("| workload | ours fp / mimalloc | ours libunwind / mimalloc | ours libgcc / mimalloc | jemalloc prof / jemalloc | tcmalloc sample / tcmalloc | ours stopped / mimalloc |")
-    add("|---|---:|---:|---:|---:|---:|---:|")
+    add("| workload | ours fp / mimalloc | ours table / mimalloc | ours libunwind / mimalloc | ours libgcc / mimalloc | jemalloc prof / jemalloc | tcmalloc sample / tcmalloc | ours stopped / mimalloc |")
+    add("|---|---:|---:|---:|---:|---:|---:|---:|")
     for w in wl:
         def both(c, ref):
             if c not in R[w] or ref not in R[w]:
@@ -191,8 +191,9 @@ def markdown(doc, a):
             if "rounds" in R[w][c]:
                 t = ratio_stats(R[w][c]["rounds"]["wall_ms"], R[w][ref]["rounds"]["wall_ms"])
             return "%s instr, %s wall" % (fmt_ratio(i, 4), "%.3f" % t["median"] if t else "-")
-        add("| %s | %s | %s | %s | %s | %s | %s |" % (w, both("fp", "mimalloc"), both("libunwind", "mimalloc"), both("libgcc", "mimalloc"),
-                                                      both("jemalloc-prof", "jemalloc"), both("tcmalloc-sample", "tcmalloc"), both("stopped", "mimalloc")))
+        cells = [both(c, "mimalloc") for c in ("fp", "table", "libunwind", "libgcc")]
+        cells += [both("jemalloc-prof", "jemalloc"), both("tcmalloc-sample", "tcmalloc"), both("stopped", "mimalloc")]
+        add("| %s | %s |" % (w, " | ".join(cells)))
     add("")
 
     add("## Absolute figures: instructions (M) / wall ms / CPU ms / peak RSS MiB (medians)")

@@ -8,7 +8,7 @@ import sys
 
 
 RATE = 524288                       # bytes: MIMALLOC_PROF_SAMPLE_RATE, lg_prof_sample:19, TCMALLOC_SAMPLE_PARAMETER
-UNWINDERS = ["fp", "libunwind", "libgcc"]
+UNWINDERS = ["fp", "table", "libunwind", "libgcc"]
 REAL = ["python3", "sqlite3", "perl"]
 
 

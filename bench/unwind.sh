@@ -6,8 +6,9 @@
 # PYTHONMALLOC=malloc (no frame pointers in the interpreter or libc).  Each runs, interleaved and
 # ROUNDS times (the order of the configurations rotates every round), under
 #   stopped    LD_PRELOAD=libmimalloc-prof.so.0, MIMALLOC_PROF=0 (not sampling)
-#   fp, libunwind, libgcc
-#              MIMALLOC_PROF=1 MIMALLOC_PROF_UNWIND=<it>, sampling every RATE bytes on average
+#   fp, table, libunwind, libgcc
+#              MIMALLOC_PROF=1 MIMALLOC_PROF_UNWIND=<it>, sampling every RATE bytes on average (table: where
+#              the library has it, x86-64 and aarch64)
 # with bench/unwind_report.c preloaded after the library: it times the run in-process (from its
 # constructor to its destructor: no exec or dynamic loading), then reads mi_prof_stats and walks every
 # stack with mi_prof_visit (MIMALLOC_PROF_ACCUM=1, so stacks whose blocks were all freed count too).
@@ -45,13 +46,22 @@ cc -O2 -fno-builtin -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-op
   -o "$tmp/deep_calls" bench/deep_calls.c
 cc -O2 -fPIC -shared -Iinclude -o "$tmp/unwind_report.so" bench/unwind_report.c -ldl -lm
 
-# Which unwinders this build has: a build without libunwind says so once and uses libgcc.
-unwinders="fp libunwind libgcc"
+# Which unwinders this build has: a build without libunwind (or a platform without the table unwinder)
+# says so once and uses another.
+unwinders="fp"
+if ! MIMALLOC_PROF=1 MIMALLOC_PROF_UNWIND=table LD_PRELOAD="$lib" "$tmp/deep_calls" 1000 2>&1 >/dev/null |
+   grep -q 'MIMALLOC_PROF_UNWIND=table'; then
+  unwinders="$unwinders table"
+else
+  echo "note: no table unwinder on this platform; skipping it"
+fi
 if MIMALLOC_PROF=1 MIMALLOC_PROF_UNWIND=libunwind LD_PRELOAD="$lib" "$tmp/deep_calls" 1000 2>&1 >/dev/null |
    grep -q 'no libunwind'; then
-  unwinders="fp libgcc"
   echo "note: this build has no libunwind; skipping it"
+else
+  unwinders="$unwinders libunwind"
 fi
+unwinders="$unwinders libgcc"
 configs="stopped $unwinders"
 
 # run WORKLOAD CONFIG: one run, its report line appended to $tmp/WORKLOAD.CONFIG

@@ -104,6 +104,7 @@ static bool stop(void)
   running = false;
   mprof_session_publish(session_id, false, 0, 0);
   mprof_record_end();                            /* no sample from now on; what was recorded stays */
+  mprof_unwind_release();                        /* the unwinder's tables (no loader lock, no wait) */
   mprof_dump_session_end();
   api_leave(countdown);
   return true;

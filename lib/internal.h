@@ -104,7 +104,7 @@ extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
 
 /* "options.c" (unwinder values first: MIMALLOC_PROF_UNWIND's row uses them) */
 typedef enum mprof_unwinder_e {
-  MPROF_UNWIND_FP, MPROF_UNWIND_LIBUNWIND, MPROF_UNWIND_LIBGCC, MPROF_UNWIND_AUTO
+  MPROF_UNWIND_FP, MPROF_UNWIND_LIBUNWIND, MPROF_UNWIND_LIBGCC, MPROF_UNWIND_TABLE, MPROF_UNWIND_AUTO
 } mprof_unwinder_t;
 
 /* Option bounds that are sizes of address space (options.def rows), for the platform's.  A 32-bit process
@@ -192,7 +192,8 @@ void  *mprof_pmem_map(size_t bytes);           /* tables; NULL when over budget 
 void   mprof_pmem_unmap(void *p, size_t bytes);
 bool   mprof_pmem_reserve(size_t bytes);       /* keeps bytes free for dumps (a stack added); false: budget */
 void   mprof_pmem_unreserve(size_t bytes);
-/* The same for the stack table, within its share of the budget (half of what the tables may commit). */
+/* The same for the stack table and the unwinder's tables, within their share of the budget (half of what
+ * the tables may commit). */
 void  *mprof_pmem_map_stacks(size_t bytes);
 void   mprof_pmem_unmap_stacks(void *p, size_t bytes);
 bool   mprof_pmem_reserve_stacks(size_t bytes);
@@ -729,6 +730,7 @@ size_t           mprof_unwind(uintptr_t *frames, size_t max, mi_prof_drop_reason
 mprof_unwinder_t mprof_unwind_current(void);
 void             mprof_unwind_prefork(void);        /* notes whether the parent has other threads */
 void             mprof_unwind_postfork_child(void); /* what the child may still call; nothing waits */
+void             mprof_unwind_release(void);        /* mi_prof_stop: the table unwinder's tables go */
 const char      *mprof_unwind_name(mprof_unwinder_t u);
 
 /* "observer.c": the sample/free callbacks and the dropped-sample counters */

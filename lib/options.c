@@ -95,7 +95,7 @@ static bool parse_unwinder(const char *s, uint64_t *out)
 {
   static const char *const names[] = {
     [MPROF_UNWIND_FP] = "fp", [MPROF_UNWIND_LIBUNWIND] = "libunwind", [MPROF_UNWIND_LIBGCC] = "libgcc",
-    [MPROF_UNWIND_AUTO] = "auto"};
+    [MPROF_UNWIND_TABLE] = "table", [MPROF_UNWIND_AUTO] = "auto"};
   for (uint64_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     if (strcasecmp(s, names[i]) == 0) return *out = i, true;
   }
@@ -171,7 +171,7 @@ static const char *kind_word(opt_kind_t kind)
   case OPT_SIGNALS: return "not a list of terminating signals (names such as TERM,INT,HUP, numbers, or none)";
   case OPT_BOOL: return "not a boolean (0/1, yes/no, true/false, on/off)";
   case OPT_BYTES: return "not a byte count";
-  case OPT_UNWINDER: return "not an unwinder (fp, libunwind, libgcc or auto)";
+  case OPT_UNWINDER: return "not an unwinder (table, fp, libunwind, libgcc or auto)";
   case OPT_CONTROL: return "neither a boolean nor an absolute directory path";
   default: return "not a number";
   }

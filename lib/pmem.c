@@ -13,8 +13,8 @@
  * under the budget.  So one dump (or visit) at a time always finds the memory it needs, whatever the
  * tables took; two at once may not (the second fails with ENOMEM).
  *
- * The stack table (its entries, frames, index and the dump reserve of its stacks) may commit at most half
- * of the budget less the fixed part; the other half is the record table's (records may also take what
+ * The stack table (its entries, frames, index and the dump reserve of its stacks) and the table
+ * unwinder's tables (unwtab.c) may commit at most half of the budget less the fixed part; the other half is the record table's (records may also take what
  * the stacks leave).  A program with more distinct stacks than the budget holds then still has room to
  * track its sampled blocks: their samples go to the "[dropped (memory)]" stack, but their in-use weight
  * is kept and leaves with their free.  With MIMALLOC_PROF_MAX_BYTES=1m and lifetimes on, records keep

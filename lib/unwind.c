@@ -1,4 +1,5 @@
-/* unwind.c - stack traces for samples: a frame-pointer walk, libunwind, or glibc's backtrace() (libgcc).
+/* unwind.c - stack traces for samples: the table unwinder (unwind_table.c, unwtab.c, ehframe.c), a
+ * frame-pointer walk, libunwind, or glibc's backtrace() (libgcc).
  *
  * Called on the sampling thread before any profiler lock is taken, with the reentrancy guard up (so what
  * an unwinder allocates is served unsampled).  Every unwinder returns return addresses, innermost first,
@@ -7,18 +8,22 @@
  * libmimalloc's (a composite such as mi_realloc between our entry point and our leaf, which it calls
  * through its PLT: a call, not a tail call, on i386; see MPROF_KEEP_FRAME in internal.h).
  *
- * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes libunwind when the library was built with it,
- * else libgcc (doc/design.md has the measurements behind that choice).  With libunwind, a thread's first
- * LIBGCC_FIRST samples are unwound by libgcc: libunwind's first unwind on a thread maps and fills a
- * 256 KiB cache, which a thread that samples a few times never pays back (doc/design.md, "Stacks").  Not
- * the main thread's: it usually lives long and takes most samples (python3's start-up, with all its
- * samples on the main thread, cost 0.8% more instructions with libgcc first).  So libgcc is primed with
- * libunwind too, in every process, threads or not: 94 k instructions once, against 72 k instructions
- * and 64 page faults per sampling thread without it (bench/thread_churn: 112.8 k minor faults -> 1.0 k,
- * wall 0.50 -> 0.24 s, stopped 0.23 s).
+ * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes the table unwinder where the platform has it
+ * (x86-64 and aarch64 with glibc 2.35 or later: MPROF_HAVE_TABLE), else libunwind when the library was
+ * built with it, else libgcc (doc/design.md has the measurements behind that choice).  The table unwinder
+ * loads nothing and takes no lock: a stack it cannot finish (a rule its rows cannot hold) goes to libgcc
+ * where priming could load it without loading anything new (libgcc_s already in the process), else keeps
+ * the frames found so far.  With libunwind, a thread's first LIBGCC_FIRST samples are unwound by libgcc:
+ * libunwind's first unwind on a thread maps and fills a 256 KiB cache, which a thread that samples a few
+ * times never pays back (doc/design.md, "Stacks").  Not the main thread's: it usually lives long and
+ * takes most samples (python3's start-up, with all its samples on the main thread, cost 0.8% more
+ * instructions with libgcc first).  So libgcc is primed with libunwind too, in every process, threads or
+ * not: 94 k instructions once, against 72 k instructions and 64 page faults per sampling thread without
+ * it (bench/thread_churn: 112.8 k minor faults -> 1.0 k, wall 0.50 -> 0.24 s, stopped 0.23 s).
  *
  * Loading (the loader locks are rank -1 in internal.h: outermost).  libunwind is dlopen'ed, and glibc's
- * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process,
+ * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process (with
+ * the table unwinder only the second, and only where libgcc_s is loaded already: dl_iterate_phdr tells),
  * from mi_prof_start() before the API lock is taken; no thread ever waits for another's priming (the
  * one that primes may be waiting for a loader lock held by a thread that is in a constructor and
  * allocating).  A libunwind or libgcc sample taken before priming is done is dropped
@@ -30,11 +35,11 @@
  * left below it covers the unwinder's measured need plus the frame buffer; on an alternate signal stack
  * it asks sigaltstack(2) (one system call, only when the stack pointer is outside the thread's stack).
  *
- * The frame-pointer walk reads only memory proven mapped: the thread's stack from the lowest point it has
- * been seen to reach up to its base, the alternate signal stack the sample runs on, and the library's own
- * frames; anything else goes through process_vm_readv(2), which fails on an unmapped address instead of
- * faulting.  Where that call is refused (ENOSYS under qemu-user, EPERM under a seccomp policy), the walk
- * stops at the first frame outside those ranges.
+ * The frame-pointer walk (and the table unwinder's) reads only memory proven mapped: the thread's stack
+ * from the lowest point it has been seen to reach up to its base, the alternate signal stack the sample
+ * runs on, and the library's own frames; anything else goes through process_vm_readv(2), which fails on
+ * an unmapped address instead of faulting.  Where that call is refused (ENOSYS under qemu-user, EPERM
+ * under a seccomp policy), the walk stops at the first frame outside those ranges.
  *
  * fork.  libunwind takes locks of its own (caches, memory pools; its thread-exit destructor too) and
  * calls dl_iterate_phdr, whose loader lock glibc does not reset in a fork child; libgcc's unwinder takes
@@ -43,7 +48,8 @@
  * multi-threaded parent unwinds with libgcc, never libunwind, and a child whose fork found another
  * thread inside libgcc's unwinder (or priming) records its samples without a stack (MI_PROF_DROP_FORK).
  * fork() copies the memory at one instant, so the count of such threads that the child inherits says
- * exactly that.  The fp walk takes no lock and works everywhere.
+ * exactly that.  The fp walk and the table unwinder take no lock and work everywhere (the tables' reader
+ * counts of threads that are gone are reset in the child: unwtab.c).
  *
  * Async-signal safety: a sample may be taken in a signal handler that allocates.  mprof_unwind_room()
  * and mprof_unwind() use this thread's TLS, atomics and system calls (sigaltstack, process_vm_readv)
@@ -52,13 +58,14 @@
  * pthread_getattr_np (it allocates, and reads /proc on the main thread); on an alternate signal stack
  * that lookup waits for a later sample.
  */
-#include "internal.h"
+#include "unwtab.h"
 
 #include <errno.h>
 #include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/single_threaded.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -82,16 +89,18 @@ extern void *__libc_stack_end;     /* ld.so's: the main thread's stack pointer a
 
 /* Stack a sample may use below mprof_unwind_room()'s frame with each unwinder, besides the frame buffer:
  * the unwinder and what runs after it (interning, the sampled-block heap, the record).  Measured with
- * tests/unwind_probe ("stackuse", x86-64: about 1.0, 2.1 and 5.4 KiB below malloc's caller, the first
- * sample on a thread included) and rounded up by a third or more: doc/design.md, "Stacks".  Elsewhere
- * frames and register sets are larger (aarch64: 97 DWARF registers, a 4.5 KiB ucontext_t), hence twice
- * that for libgcc and fp, and libunwind's context and cursor (two copies of each live at once) counted
+ * tests/unwind_probe ("stackuse", x86-64: about 1.0 for fp, 1.9 for table (a sample that compiles a
+ * chunk), 2.1 and 5.4 KiB below malloc's caller, the first sample on a thread included) and rounded up
+ * by a third or more: doc/design.md, "Stacks".  Elsewhere frames and register sets are larger (aarch64:
+ * 97 DWARF registers, a 4.5 KiB ucontext_t), hence twice that for libgcc, table and fp, and libunwind's context and cursor (two copies of each live at once) counted
  * by their sizes: 7040 bytes on x86-64. */
 #if defined(__x86_64__) || defined(__i386__)
 #define NEED_FP        1536
+#define NEED_TABLE     2560
 #define NEED_LIBGCC    3072
 #else
 #define NEED_FP        3072
+#define NEED_TABLE     5120
 #define NEED_LIBGCC    6144
 #endif
 #define NEED_LIBUNWIND (2 * (sizeof(unw_context_t) + sizeof(unw_cursor_t)) + 3072)
@@ -119,6 +128,7 @@ static bool load_libunwind(void)
 #endif
 
 static mprof_unwinder_t unwinder = MPROF_UNWIND_LIBGCC;   /* atomic: priming may change it to libgcc */
+static bool check_table;                                  /* MIMALLOC_PROF_UNWIND_CHECK: table vs libunwind */
 static uintptr_t self_lo, self_hi;                        /* the library's executable segments (DSO build) */
 static uintptr_t libc_lo, libc_hi;                        /* the C library's (pthread_getattr_np's) */
 static uintptr_t mi_lo, mi_hi;                            /* libmimalloc's */
@@ -139,7 +149,8 @@ typedef struct thread_stack_s {
   size_t    left;                  /* stack left below mprof_unwind_room() in this sample (SIZE_MAX: unknown) */
   uint32_t  dwarf_samples;         /* samples unwound with libgcc or libunwind, counted up to LIBGCC_FIRST */
   uint32_t  inside;                /* INSIDE_*: in an unwinder now (a signal handler may fork there) */
-} thread_stack_t;                  /* 56 bytes of static TLS */
+  unsigned  table_slot;            /* in a table walk: its reader slot + 1 (unwtab.c), else 0 */
+} thread_stack_t;                  /* 64 bytes of static TLS */
 
 #define INSIDE_LIBGCC    1u        /* libgcc's unwinder or priming (counted in libgcc_inside) */
 #define INSIDE_LIBUNWIND 2u
@@ -179,6 +190,13 @@ static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
    * be told apart by address, and no frame is skipped (drop_frames in the profile still hides the entry
    * points). */
   bool named = info->dlpi_name != NULL && info->dlpi_name[0] != '\0';
+#if MPROF_HAVE_TABLE
+  uintptr_t map = UINTPTR_MAX;     /* every object here now stays for good (unwtab.c) */
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_addr + info->dlpi_phdr[i].p_vaddr < map)
+      map = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+  mprof_unwtab_note_initial(map);
+#endif
   bool all = true;
   for (int k = 0; k < CODE_RANGES; k++) {
     if (named && lo <= hi && want[k].probe - lo < hi - lo) {
@@ -187,17 +205,32 @@ static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
     }
     all = all && want[k].hi != 0;
   }
-  return all;                      /* all found: stop */
+  return all && !MPROF_HAVE_TABLE;   /* all found (and no table to tell of every object): stop */
 }
 
 static const char *const unwinder_name[] = {
-  [MPROF_UNWIND_FP] = "fp", [MPROF_UNWIND_LIBUNWIND] = "libunwind", [MPROF_UNWIND_LIBGCC] = "libgcc"};
+  [MPROF_UNWIND_FP] = "fp", [MPROF_UNWIND_LIBUNWIND] = "libunwind", [MPROF_UNWIND_LIBGCC] = "libgcc",
+  [MPROF_UNWIND_TABLE] = "table"};
 
 const char *mprof_unwind_name(mprof_unwinder_t u) { return unwinder_name[u]; }
 
 mprof_unwinder_t mprof_unwind_current(void) { return __atomic_load_n(&unwinder, __ATOMIC_RELAXED); }
 
 static void stack_lookup(thread_stack_t *s);
+
+/* dl_iterate_phdr callback: stops at an object named libgcc_s.so.* */
+static int find_libgcc_s(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size, (void)arg;
+  const char *slash = info->dlpi_name != NULL ? strrchr(info->dlpi_name, '/') : NULL;
+  return slash != NULL && strncmp(slash + 1, LIBGCC_S_SO, sizeof LIBGCC_S_SO - 1) == 0;
+}
+
+/* libgcc_s is in the process already (every C++ program, and C programs linked with it): priming
+ * libgcc then loads nothing new, and the table unwinder hands it the stacks it cannot walk.  Asked of
+ * dl_iterate_phdr, whose lock dlopen holds only while it changes the list (not while constructors run,
+ * as dlopen's own lock is). */
+static bool libgcc_s_loaded(void) { return dl_iterate_phdr(find_libgcc_s, NULL) != 0; }
 
 /* At load (from the constructor, before any session): where our code is (and the C library's), and which
  * unwinder MIMALLOC_PROF_UNWIND asks for.  Nothing more: a process that never samples pays for nothing
@@ -218,8 +251,24 @@ void mprof_unwind_init(void)
     want = MPROF_UNWIND_LIBGCC;
   }
 #endif
-  if (want == MPROF_UNWIND_AUTO) want = HAVE_LIBUNWIND ? MPROF_UNWIND_LIBUNWIND : MPROF_UNWIND_LIBGCC;
+#if !MPROF_HAVE_TABLE
+  if (want == MPROF_UNWIND_TABLE) {
+    mprof_warn("MIMALLOC_PROF_UNWIND=table needs x86-64 or aarch64 and glibc 2.35; using auto's choice");
+    want = MPROF_UNWIND_AUTO;
+  }
+#endif
+  if (want == MPROF_UNWIND_AUTO)
+    want = MPROF_HAVE_TABLE ? MPROF_UNWIND_TABLE
+           : HAVE_LIBUNWIND ? MPROF_UNWIND_LIBUNWIND
+                            : MPROF_UNWIND_LIBGCC;
   __atomic_store_n(&unwinder, (mprof_unwinder_t)want, __ATOMIC_RELAXED);
+  check_table = want == MPROF_UNWIND_TABLE && mprof_option(MPROF_OPT_UNWIND_CHECK) != 0;
+#if !HAVE_LIBUNWIND
+  if (check_table) {
+    mprof_warn("MIMALLOC_PROF_UNWIND_CHECK=1 compares with libunwind, which this build does not have");
+    check_table = false;
+  }
+#endif
 }
 
 /* From mi_prof_start, before it takes any lock (its caller raised the guard: what the loader allocates is
@@ -232,7 +281,14 @@ void mprof_unwind_init(void)
 void mprof_unwind_prime(void)
 {
   if (tstack.hi == 0) stack_lookup(&tstack);
-  if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_FP) return;
+  mprof_unwinder_t u = __atomic_load_n(&unwinder, __ATOMIC_RELAXED);
+  if (u == MPROF_UNWIND_FP) return;
+  bool prime_libgcc = true;
+  if (u == MPROF_UNWIND_TABLE) {   /* it loads nothing; its fallback only where that loads nothing new */
+    if (__atomic_load_n(&prime_state, __ATOMIC_RELAXED) != PRIME_NOT) return;
+    prime_libgcc = libgcc_s_loaded();
+    if (!prime_libgcc && !check_table) return;
+  }
   int expected = PRIME_NOT;
   if (!__atomic_compare_exchange_n(&prime_state, &expected, PRIME_BUSY, false, __ATOMIC_ACQUIRE,
                                    __ATOMIC_RELAXED))
@@ -242,17 +298,22 @@ void mprof_unwind_prime(void)
   s->inside |= INSIDE_LIBGCC;
   __atomic_add_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
 #if HAVE_LIBUNWIND
-  if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_LIBUNWIND) {
+  if (u == MPROF_UNWIND_LIBUNWIND || check_table) {
     if (load_libunwind()) {
       (void)libunwind_backtrace(frames, 4);   /* its one-time set-up, here rather than in a sample */
+    } else if (check_table) {
+      mprof_warn("cannot load %s (%s); MIMALLOC_PROF_UNWIND_CHECK is off", MPROF_LIBUNWIND_SONAME, dlerror());
+      check_table = false;
     } else {
       mprof_warn("cannot load %s (%s); unwinding with libgcc", MPROF_LIBUNWIND_SONAME, dlerror());
       __atomic_store_n(&unwinder, MPROF_UNWIND_LIBGCC, __ATOMIC_RELAXED);
     }
   }
 #endif
-  (void)backtrace(frames, 4);        /* loads libgcc_s: it serves threads' first samples and fork children */
-  libgcc_primed = true;
+  if (prime_libgcc) {
+    (void)backtrace(frames, 4);      /* loads libgcc_s: it serves threads' first samples and fork children */
+    libgcc_primed = true;
+  }
   __atomic_sub_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
   s->inside &= ~INSIDE_LIBGCC;
   __atomic_store_n(&prime_state, PRIME_DONE, __ATOMIC_RELEASE);
@@ -385,7 +446,8 @@ MPROF_NOINLINE bool mprof_unwind_room(size_t max)
 {
   thread_stack_t *s = &tstack;
   s->left = stack_left(s, (uintptr_t)__builtin_frame_address(0));
-  if (fits(s, __atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_FP ? NEED_FP : NEED_LIBGCC, max))
+  mprof_unwinder_t u = __atomic_load_n(&unwinder, __ATOMIC_RELAXED);
+  if (fits(s, u == MPROF_UNWIND_FP ? NEED_FP : u == MPROF_UNWIND_TABLE ? NEED_TABLE : NEED_LIBGCC, max))
     return true;
   s->alt_lo = s->alt_hi = 0;
   return false;
@@ -406,16 +468,28 @@ static inline bool record_in(uintptr_t at, uintptr_t lo, uintptr_t hi)
  * pointer.  The kernel checks the address for us (EFAULT for an unmapped or unreadable page), so a stale
  * frame pointer ends the walk but never faults it.  Where the call is refused (ENOSYS, EPERM), that is
  * remembered and the walk ends there from then on. */
-static bool read_foreign(const uintptr_t *fp, uintptr_t record[2])
+bool mprof_unwind_read_bytes(uintptr_t addr, void *out, size_t n)
 {
   if (__atomic_load_n(&vm_readv_refused, __ATOMIC_RELAXED)) return false;
   int saved_errno = errno;
-  struct iovec local = {record, 2 * sizeof(uintptr_t)};
-  struct iovec remote = {(void *)(uintptr_t)fp, 2 * sizeof(uintptr_t)};
+  struct iovec local = {out, n};
+  struct iovec remote = {(void *)addr, n};
   ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
   if (got < 0 && (errno == ENOSYS || errno == EPERM)) __atomic_store_n(&vm_readv_refused, 1, __ATOMIC_RELAXED);
   errno = saved_errno;
-  return got == (ssize_t)(2 * sizeof(uintptr_t));
+  return got == (ssize_t)n;
+}
+
+bool mprof_unwind_read_words(uintptr_t addr, uintptr_t *out, size_t n)
+{
+  return mprof_unwind_read_bytes(addr, out, n * sizeof(uintptr_t));
+}
+
+bool mprof_unwind_foreign_refused(void) { return __atomic_load_n(&vm_readv_refused, __ATOMIC_RELAXED) != 0; }
+
+static bool read_foreign(const uintptr_t *fp, uintptr_t record[2])
+{
+  return mprof_unwind_read_words((uintptr_t)fp, record, 2);
 }
 
 /* Each step is checked: aligned, strictly towards the stack's base, read directly only inside the thread's
@@ -476,6 +550,36 @@ static size_t skip_own(uintptr_t *out, const uintptr_t *raw, size_t n, size_t ma
  * not fit, and when it is the unwinder; libunwind otherwise.  Where libgcc_s could not be loaded,
  * libunwind takes every sample it can; the others are dropped (MI_PROF_DROP_UNWIND; a fork child's,
  * MI_PROF_DROP_FORK). */
+/* glibc's backtrace(), counted as inside libgcc (a fork child's test). */
+static int libgcc_backtrace(uintptr_t *out, int want)
+{
+  thread_stack_t *s = &tstack;
+  s->inside |= INSIDE_LIBGCC;
+  __atomic_add_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
+  int n = backtrace((void **)out, want);
+  __atomic_sub_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
+  s->inside &= ~INSIDE_LIBGCC;
+  return n;
+}
+
+#if HAVE_LIBUNWIND
+static int libunwind_frames(uintptr_t *out, int want)
+{
+  thread_stack_t *s = &tstack;
+  s->inside |= INSIDE_LIBUNWIND;
+  int n = libunwind_backtrace((void **)out, want);
+  s->inside &= ~INSIDE_LIBUNWIND;
+#if defined(__aarch64__)
+  /* libunwind 1.6's unw_backtrace gives each return address minus 1 on aarch64, where libgcc and the fp
+   * walk give it whole; instructions are 4-byte aligned, so the 1 is put back and a site's samples from
+   * libgcc (a thread's first) and libunwind intern as one stack (unwind_libgcc_and_libunwind_agree under
+   * qemu-aarch64: 2 stacks per site before). */
+  for (int k = 0; k < n; k++) out[k] += (out[k] & 3) == 3;
+#endif
+  return n;
+}
+#endif
+
 static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
 {
   thread_stack_t *s = &tstack;
@@ -485,37 +589,85 @@ static MPROF_NOINLINE size_t unwind_dwarf(uintptr_t *out, size_t max)
     s->dwarf_samples = LIBGCC_FIRST;
   if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_LIBUNWIND && !child_libgcc_only &&
       s->dwarf_samples >= LIBGCC_FIRST && fits(s, NEED_LIBUNWIND, max)) {
-    s->inside |= INSIDE_LIBUNWIND;
-    n = libunwind_backtrace((void **)out, want);
-    s->inside &= ~INSIDE_LIBUNWIND;
-#if defined(__aarch64__)
-    /* libunwind 1.6's unw_backtrace gives each return address minus 1 on aarch64, where libgcc and the
-     * fp walk give it whole; instructions are 4-byte aligned, so the 1 is put back and a site's samples
-     * from libgcc (a thread's first) and libunwind intern as one stack (unwind_libgcc_and_libunwind_agree
-     * under qemu-aarch64: 2 stacks per site before). */
-    for (int k = 0; k < n; k++) out[k] += (out[k] & 3) == 3;
-#endif
+    n = libunwind_frames(out, want);
   } else if (!libgcc_primed) {
     return 0;                      /* libunwind does not fit, and libgcc cannot be loaded in a sample */
   } else
 #endif
   {
     s->dwarf_samples += s->dwarf_samples < LIBGCC_FIRST;
-    s->inside |= INSIDE_LIBGCC;
-    __atomic_add_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
-    n = backtrace((void **)out, want);
-    __atomic_sub_fetch(&libgcc_inside, 1, __ATOMIC_SEQ_CST);
-    s->inside &= ~INSIDE_LIBGCC;
+    n = libgcc_backtrace(out, want);
   }
   return n > 0 ? skip_own(out, out, (size_t)n, max) : 0;
 }
+
+/* ---------------------------------------------------------------------------------------------------
+   The table unwinder (unwind_table.c)
+--------------------------------------------------------------------------------------------------- */
+
+#if MPROF_HAVE_TABLE
+#if HAVE_LIBUNWIND
+/* MIMALLOC_PROF_UNWIND_CHECK: the same stack from libunwind, compared frame by frame (unwind_table.c counts
+ * and reports).  Not in a fork child that must not call libunwind, nor where its stack need does not fit. */
+static MPROF_NOINLINE void check_with_libunwind(const uintptr_t *got, size_t n, size_t max,
+                                                mprof_walk_end_t end, bool handed)
+{
+  thread_stack_t *s = &tstack;
+  if (child_libgcc_only || !fits(s, NEED_LIBUNWIND + (max + MPROF_UNWIND_SLACK) * sizeof(uintptr_t), max)) {
+    mprof_unwind_check_note(got, n, NULL, 0, end, handed);
+    return;
+  }
+  uintptr_t ref[max + MPROF_UNWIND_SLACK];
+  int m = libunwind_frames(ref, (int)(max + MPROF_UNWIND_SLACK));
+  size_t k = m > 0 ? skip_own(ref, ref, (size_t)m, max) : 0;
+  mprof_unwind_check_note(got, n, ref, k, end, handed);
+}
+#endif
+
+/* The walk over the memory this thread may read directly (as the fp walk's).  A stack it cannot finish
+ * for want of a rule the rows express goes to libgcc where priming loaded it (libgcc_s was in the process
+ * already), which unwinds it whole; else the frames found so far are the stack. */
+static MPROF_NOINLINE size_t unwind_with_table(uintptr_t *out, size_t max)
+{
+  thread_stack_t *s = &tstack;
+  mprof_walk_env_t env = {.stack_lo = 1, .alt_lo = s->alt_lo, .alt_hi = s->alt_hi, .self_lo = self_lo,
+                          .self_hi = self_hi, .mi_lo = mi_lo, .mi_hi = mi_hi, .slot = &s->table_slot,
+                          .check = check_table};
+  if (s->hi - s->mapped_lo >= sizeof(uintptr_t)) {
+    env.stack_lo = s->mapped_lo;
+    env.stack_span = s->hi - s->mapped_lo - sizeof(uintptr_t);
+  }
+  mprof_walk_end_t end;
+  size_t n = mprof_unwind_table(out, max, &env, &end);
+  bool handed = false;
+  if (mprof_unlikely(end == MPROF_WALK_FALLBACK) && n < max && !child_no_dwarf &&
+      __atomic_load_n(&prime_state, __ATOMIC_ACQUIRE) == PRIME_DONE && libgcc_primed &&
+      fits(s, NEED_LIBGCC, max)) {
+    int m = libgcc_backtrace(out, (int)(max + MPROF_UNWIND_SLACK));
+    n = m > 0 ? skip_own(out, out, (size_t)m, max) : 0;
+    handed = true;
+  }
+  if (mprof_unlikely(end != MPROF_WALK_DONE || handed || check_table))   /* no shared counter per sample */
+    mprof_unwind_table_note(&env, end, handed);
+#if HAVE_LIBUNWIND
+  if (mprof_unlikely(check_table)) check_with_libunwind(out, n, max, end, handed);
+#endif
+  return n;
+}
+#endif
 
 size_t mprof_unwind(uintptr_t *frames, size_t max, mi_prof_drop_reason_t *why)
 {
   thread_stack_t *s = &tstack;
   size_t depth = 0;
   *why = MI_PROF_DROP_UNWIND;
-  if (__atomic_load_n(&unwinder, __ATOMIC_RELAXED) == MPROF_UNWIND_FP) {
+  mprof_unwinder_t u = __atomic_load_n(&unwinder, __ATOMIC_RELAXED);
+#if MPROF_HAVE_TABLE
+  if (mprof_likely(u == MPROF_UNWIND_TABLE)) {
+    depth = unwind_with_table(frames, max);
+  } else
+#endif
+  if (u == MPROF_UNWIND_FP) {
     depth = unwind_fp(frames, max);
   } else if (mprof_unlikely(child_no_dwarf)) {
     *why = MI_PROF_DROP_FORK;
@@ -544,4 +696,15 @@ void mprof_unwind_postfork_child(void)
   __atomic_store_n(&libgcc_inside, mine, __ATOMIC_RELAXED);
   if (fork_multithreaded || (s->inside & INSIDE_LIBUNWIND) != 0) child_libgcc_only = true;
   if (child_libgcc_only && !libgcc_primed) child_no_dwarf = true;
+#if MPROF_HAVE_TABLE
+  mprof_unwtab_postfork_child(s->table_slot);
+#endif
+}
+
+/* mi_prof_stop: the tables go (unwtab.c: once no walk can see them); the next session compiles again. */
+void mprof_unwind_release(void)
+{
+#if MPROF_HAVE_TABLE
+  mprof_unwtab_release();
+#endif
 }

@@ -16,6 +16,16 @@ void mprof_test_skip(const char *fn, const char *reason);
     return;                            \
   } while (0)
 
+/* The library has its table unwinder (MIMALLOC_PROF_UNWIND=table, lib/unwtab.h): x86-64 and aarch64 with
+ * glibc 2.35 or later.  Elsewhere asking for it warns and takes auto's choice. */
+#include <limits.h>
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)) && \
+    (defined(__x86_64__) || defined(__aarch64__))
+#define MPROF_TEST_TABLE 1
+#else
+#define MPROF_TEST_TABLE 0
+#endif
+
 Suite *alloc_suite(void);
 Suite *interpose_suite(void);
 Suite *cxx_suite(void);

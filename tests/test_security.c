@@ -422,7 +422,9 @@ END_TEST
 
 /* In secure mode the program's own calls still profile: mi_prof_start works and mi_prof_dump(path)
  * writes exactly path, root's, mode 0600 (a profile holds the process's memory layout), and nothing else
- * anywhere.  `mimalloc-prof run` of it (as nobody) says why no profile came. */
+ * anywhere.  The unwinder's variables are ignored too: MIMALLOC_PROF_UNWIND_CHECK=1 read would add the
+ * check's report at exit to stderr (and MIMALLOC_PROF_UNWIND=table a warning where there is no table
+ * unwinder).  `mimalloc-prof run` of it (as nobody) says why no profile came. */
 START_TEST(security_setuid_api_writes_where_asked)
 {
   setuid_env_t e;
@@ -430,7 +432,8 @@ START_TEST(security_setuid_api_writes_where_asked)
   char path[PATH_MAX + 32], cmd[PATH_MAX + 64];
   IN_DIR(path, e.private_dir, "asked.pb.gz");
   snprintf(cmd, sizeof cmd, "dump %s", path);
-  probe_child_t c = start_setuid(&e, true, (const char *const[]){"MIMALLOC_PROF_FINAL=1", NULL});
+  probe_child_t c = start_setuid(&e, true, (const char *const[]){"MIMALLOC_PROF_FINAL=1",
+                                  "MIMALLOC_PROF_UNWIND=table", "MIMALLOC_PROF_UNWIND_CHECK=1", NULL});
   ck_assert_uint_eq(status_of(&c).secure, 1);
   ck_assert_str_eq(control_probe_say(&c, "start 4096"), "start 1");
   ck_assert_str_eq(control_probe_say(&c, "alloc 1000 1024"), "allocated 1000");

@@ -27,11 +27,15 @@
 
 #define SEED 0x57ac45ull
 
-/* Unwinders every build has, then libunwind when built with it, then auto. */
+/* Unwinders every build has, then libunwind when built with it, the table unwinder where the platform
+ * has it, then auto. */
 static const char *const all_unwinders[] = {
   "fp", "libgcc",
 #if HAVE_LIBUNWIND
   "libunwind",
+#endif
+#if MPROF_TEST_TABLE
+  "table",
 #endif
   "auto"};
 #define N_UNWINDERS (sizeof all_unwinders / sizeof all_unwinders[0])
@@ -107,6 +111,14 @@ END_TEST
 START_TEST(stacks_known_chain_libunwind)
 {
   check_known_chain("libunwind", NULL);
+}
+END_TEST
+#endif
+
+#if MPROF_TEST_TABLE
+START_TEST(stacks_known_chain_table)
+{
+  check_known_chain("table", NULL);
 }
 END_TEST
 #endif
@@ -707,6 +719,14 @@ START_TEST(stacks_dlopen_loop_libunwind)
 END_TEST
 #endif
 
+#if MPROF_TEST_TABLE
+START_TEST(stacks_dlopen_loop_table)
+{
+  check_dlopen_loop("table");
+}
+END_TEST
+#endif
+
 Suite *stacks_suite(void)
 {
   Suite *s = suite_create("stacks");
@@ -716,6 +736,9 @@ Suite *stacks_suite(void)
   tcase_add_test(tc, stacks_known_chain_libgcc);
 #if HAVE_LIBUNWIND
   tcase_add_test(tc, stacks_known_chain_libunwind);
+#endif
+#if MPROF_TEST_TABLE
+  tcase_add_test(tc, stacks_known_chain_table);
 #endif
   tcase_add_test(tc, stacks_known_chain_auto);
   tcase_add_test(tc, stacks_known_chain_on_thread);
@@ -735,6 +758,9 @@ Suite *stacks_suite(void)
   tcase_add_test(dl, stacks_dlopen_loop_libgcc);
 #if HAVE_LIBUNWIND
   tcase_add_test(dl, stacks_dlopen_loop_libunwind);
+#endif
+#if MPROF_TEST_TABLE
+  tcase_add_test(dl, stacks_dlopen_loop_table);
 #endif
   suite_add_tcase(s, dl);
   return s;

@@ -7,9 +7,14 @@
  * Nothing here sleeps: the probes synchronise with pipes and the kernel's view of their threads.
  * The cases issue 16 reproduced (the constructor, the 8 KiB alternate stack) run RUNS times each.
  */
+#define _GNU_SOURCE 1   /* dl_iterate_phdr */
+
+#include <dlfcn.h>
 #include <inttypes.h>
+#include <link.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -26,6 +31,9 @@ static const char *const all_unwinders[] = {
 #if HAVE_LIBUNWIND
   "libunwind",
 #endif
+#if MPROF_TEST_TABLE
+  "table",
+#endif
 };
 #define N_UNWINDERS (sizeof all_unwinders / sizeof all_unwinders[0])
 
@@ -34,6 +42,7 @@ static const char *const all_unwinders[] = {
  * (the process's first sample also maps the sampled heap's first chunk and the tables: 2.2 KiB measured
  * with fp, rounded up). */
 #define BUDGET_FP        1536u
+#define BUDGET_TABLE     2560u
 #define BUDGET_LIBGCC    3072u
 #define BUDGET_LIBUNWIND 7040u
 #define BUDGET_LOOKUP    2560u
@@ -41,6 +50,7 @@ static const char *const all_unwinders[] = {
 static unsigned budget(const char *unwinder)
 {
   if (strcmp(unwinder, "fp") == 0) return BUDGET_FP;
+  if (strcmp(unwinder, "table") == 0) return BUDGET_TABLE;
   return strcmp(unwinder, "libgcc") == 0 ? BUDGET_LIBGCC : BUDGET_LIBUNWIND;
 }
 
@@ -85,7 +95,9 @@ static probe_run_t run_fork_probe_gcc(const char *unwinder, bool libgcc_s, const
  * mi_prof_stats() or mi_prof_start().  Everything finishes (it used to hang with libunwind and libgcc,
  * start holding the API lock while loading).  With libunwind and libgcc the starting thread is always
  * seen waiting inside the loader first (the probe's b_blocked: the interleaving really happened); fp
- * loads nothing.  Allocations made once both are done are sampled with their stacks. */
+ * loads nothing, nor does the table unwinder in this C program (no libgcc_s to prime; it asks
+ * dl_iterate_phdr, which the constructor does not hold).  Allocations made once both are done are sampled
+ * with their stacks. */
 #define NO_PROC_SYSCALL "/proc/self/task/TID/syscall does not show the program's own system calls (qemu-user " \
                         "shows the emulator's): the interleaving cannot be observed"
 
@@ -95,7 +107,7 @@ static bool check_constructor(const char *call)
   for (size_t u = 0; u < N_UNWINDERS; u++) {
     char var[64];
     snprintf(var, sizeof var, "MIMALLOC_PROF_UNWIND=%s", all_unwinders[u]);
-    bool dwarf = strcmp(all_unwinders[u], "fp") != 0;
+    bool dwarf = strcmp(all_unwinders[u], "fp") != 0 && strcmp(all_unwinders[u], "table") != 0;
     for (int r = 0; r < RUNS; r++) {
       probe_opts_t opts = {.env = (const char *const[]){var, NULL}, .watchdog_s = 20};
       probe_run_t run = probe_run(probe_getenv("MPROF_TEST_LOADER_PROBE"),
@@ -333,7 +345,7 @@ END_TEST
 START_TEST(unwind_fork_in_handler_during_unwind)
 {
   for (size_t u = 0; u < N_UNWINDERS; u++) {
-    if (strcmp(all_unwinders[u], "fp") == 0) continue;
+    if (strcmp(all_unwinders[u], "fp") == 0 || strcmp(all_unwinders[u], "table") == 0) continue;
     for (int gcc = 0; gcc < 2; gcc++) {
       probe_run_t run = run_fork_probe_gcc(all_unwinders[u], gcc, (const char *const[]){"forksig", NULL});
       probe_assert_exit0(&run, all_unwinders[u]);
@@ -354,7 +366,8 @@ END_TEST
 START_TEST(unwind_fork_while_another_thread_unwinds)
 {
   for (size_t u = 0; u < N_UNWINDERS; u++) {
-    if (strcmp(all_unwinders[u], "fp") == 0) continue;   /* takes no lock: nothing to stop inside */
+    if (strcmp(all_unwinders[u], "fp") == 0 || strcmp(all_unwinders[u], "table") == 0)
+      continue;                                /* take no lock: nothing to stop inside */
     bool libgcc = strcmp(all_unwinders[u], "libgcc") == 0;
     for (int gcc = 0; gcc < 2; gcc++) {
       probe_run_t run = run_fork_probe_gcc(all_unwinders[u], gcc, (const char *const[]){"forkinside", NULL});
@@ -381,11 +394,179 @@ START_TEST(unwind_fork_storm_parent_keeps_stacks)
     ck_assert_uint_eq(probe_value(&run, "dropped"), 0);
     ck_assert_uint_eq(probe_value(&run, "children_other"), 0);
     ck_assert_uint_eq(probe_value(&run, "children_with_stack") + probe_value(&run, "children_dropped_fork"), 20);
-    if (strcmp(all_unwinders[u], "fp") == 0) ck_assert_uint_eq(probe_value(&run, "children_dropped_fork"), 0);
+    if (strcmp(all_unwinders[u], "fp") == 0 || strcmp(all_unwinders[u], "table") == 0)
+      ck_assert_uint_eq(probe_value(&run, "children_dropped_fork"), 0);   /* no lock to inherit */
     probe_run_free(&run);
   }
 }
 END_TEST
+
+/* ---------------------------------------------------------------------------------------------------
+   The table unwinder: its compiler against readelf, programs without frame pointers, dlclose
+--------------------------------------------------------------------------------------------------- */
+
+#if MPROF_TEST_TABLE
+/* dl_iterate_phdr callback: the path of the first object whose name contains arg[0] (into arg[1]). */
+static int object_named(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size;
+  char **want = arg;
+  if (info->dlpi_name == NULL || strstr(info->dlpi_name, want[0]) == NULL) return 0;
+  snprintf(want[1], PATH_MAX, "%s", info->dlpi_name);
+  return 1;
+}
+
+/* Every row readelf -wF prints for an object (the state at each change, FDE by FDE) against the row the
+ * compiled chunk holds there, under rules restated in the probe; the end of every FDE no other starts at
+ * must be NONE.  Objects: the probe itself, the C library, the loader, libstdc++ (this test program is C++
+ * too) and python3 when installed (10 k FDEs, 66 k rows). */
+START_TEST(unwind_table_rows_match_readelf)
+{
+  static const char *const names[] = {"libc.so", "ld-linux", "libstdc++"};
+  char paths[5][PATH_MAX];
+  size_t n = 0;
+  snprintf(paths[n++], PATH_MAX, "%s", probe_getenv("MPROF_TEST_CFI_PROBE"));
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char *want[2] = {(char *)names[i], paths[n]};
+    if (dl_iterate_phdr(object_named, want)) n++;
+  }
+  char *python = realpath("/usr/bin/python3", NULL);
+  if (python != NULL) snprintf(paths[n++], PATH_MAX, "%s", python);
+  free(python);
+  for (size_t i = 0; i < n; i++) {
+    probe_opts_t opts = {.watchdog_s = 120};
+    probe_run_t run =
+      probe_run(probe_getenv("MPROF_TEST_CFI_PROBE"), (const char *const[]){paths[i], NULL}, &opts);
+    probe_assert_exit0(&run, paths[i]);
+    ck_assert_msg(probe_value(&run, "rows") > 0 && probe_value(&run, "mismatches") == 0,
+                  "%s: %" PRIu64 " of %" PRIu64 " rows differ from readelf's:\n%s", paths[i],
+                  probe_value(&run, "mismatches"), probe_value(&run, "rows"), run.out);
+    probe_run_free(&run);
+  }
+}
+END_TEST
+
+static probe_run_t run_table_probe(const char *unwinder, const char *const *extra_env,
+                                   const char *const *args)
+{
+  return run_probe_as("MPROF_TEST_TABLE_PROBE", unwinder, extra_env, args, 0);
+}
+
+/* The report MIMALLOC_PROF_UNWIND_CHECK writes at exit: samples compared, and how many were identical. */
+static void check_report(const probe_run_t *run, const char *what, uint64_t *samples, uint64_t *same)
+{
+  const char *line = strstr(run->err, "unwind check: pid ");
+  ck_assert_msg(line != NULL, "%s: no check report; stderr:\n%s", what, run->err);
+  unsigned long long s = 0, i = 0;
+  ck_assert_msg(sscanf(strchr(line, ':') + 1, " pid %*d: %llu samples, %llu identical", &s, &i) == 2,
+                "%s: %s", what, line);
+  *samples = s, *same = i;
+}
+
+/* A program without frame pointers: the table unwinder walks its frames to main; fp stops in its first
+ * frame (the program keeps no chain).  Each mode run again with MIMALLOC_PROF_UNWIND_CHECK: every sample's
+ * stack identical to libunwind's. */
+START_TEST(unwind_table_without_frame_pointers)
+{
+  probe_run_t run = run_table_probe("table", NULL, (const char *const[]){"chain", NULL});
+  probe_assert_exit0(&run, "table");
+  size_t len;
+  const char *names = probe_text(&run, "chain", &len);
+  ck_assert_msg(strncmp(names, "probe_tbl_c,probe_tbl_b,probe_tbl_a,", 36) == 0 &&
+                strstr(names, ",main,") != NULL, "table: %.*s", (int)len, names);
+  probe_run_free(&run);
+
+  run = run_table_probe("fp", NULL, (const char *const[]){"chain", NULL});
+  probe_assert_exit0(&run, "fp");
+  names = probe_text(&run, "chain", &len);
+  ck_assert_msg(strstr(names, "probe_tbl_a,") == NULL, "fp walked a chain that has no frame pointers: %.*s",
+                (int)len, names);
+  probe_run_free(&run);
+
+#if HAVE_LIBUNWIND
+  static const char *const modes[][3] = {{"chain"}, {"signal"}, {"signal", "alt"}, {"threads", "8"}};
+  for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+    run = run_table_probe("table", (const char *const[]){"MIMALLOC_PROF_UNWIND_CHECK=1", NULL}, modes[m]);
+    probe_assert_exit0(&run, modes[m][0]);
+    uint64_t samples, same;
+    check_report(&run, modes[m][0], &samples, &same);
+    ck_assert_msg(samples > 0 && same == samples, "%s: %" PRIu64 " of %" PRIu64 " samples identical:\n%s",
+                  modes[m][0], same, samples, run.err);
+    probe_run_free(&run);
+  }
+#endif
+}
+END_TEST
+
+/* A signal interrupts a leaf of the program (on aarch64 its return address is still in the link register)
+ * and the handler allocates: the stack goes from the handler through the signal frame to the leaf, its
+ * caller and main, on the thread's stack and on an alternate signal stack. */
+START_TEST(unwind_table_signal_frames)
+{
+  static const char *const alt[] = {NULL, "alt"};
+  for (size_t a = 0; a < 2; a++) {
+    probe_run_t run = run_table_probe("table", NULL, (const char *const[]){"signal", alt[a], NULL});
+    probe_assert_exit0(&run, "signal");
+    size_t len;
+    const char *names = probe_text(&run, "signal", &len);
+    ck_assert_msg(probe_value(&run, "signal_found") == 1 && strncmp(names, "probe_tbl_handler,", 18) == 0 &&
+                  strstr(names, ",probe_tbl_spin,probe_tbl_spin_caller,") != NULL &&
+                  strstr(names, ",main,") != NULL,
+                  "%s: %.*s", alt[a] ? alt[a] : "thread's stack", (int)len, names);
+    probe_run_free(&run);
+  }
+}
+END_TEST
+
+/* Threads' stacks end at the thread's start (start_thread, then clone's child frame, whose return address
+ * is undefined): 8 threads, 8 stacks, each ending there. */
+START_TEST(unwind_table_thread_stacks_end_at_start)
+{
+  probe_run_t run = run_table_probe("table", NULL, (const char *const[]){"threads", "8", NULL});
+  probe_assert_exit0(&run, "threads");
+  ck_assert_uint_eq(probe_value(&run, "thread_stacks"), 1);   /* one site: one stack */
+  ck_assert_uint_eq(probe_value(&run, "thread_started"), 1);
+  probe_run_free(&run);
+}
+END_TEST
+
+/* Two modules with different frames, loaded and unloaded in turn (often at one address, which the probe
+ * counts): a table compiled for one and used for the other would walk wrong; every stack goes from the
+ * module's functions to the probe's and main.  100 rounds of each. */
+START_TEST(unwind_table_dlclose_dlopen_same_address)
+{
+  const char *mix1 = probe_getenv("MPROF_TEST_DL_MIX1"), *mix2 = probe_getenv("MPROF_TEST_DL_MIX2");
+  probe_run_t run = run_table_probe("table", NULL, (const char *const[]){"dlmix", mix1, mix2, "100", NULL});
+  probe_assert_exit0(&run, "dlmix");
+  ck_assert_msg(probe_value(&run, "dlmix_good") == 200 && probe_value(&run, "dlmix_bad") == 0, "stdout:\n%s",
+                run.out);
+  probe_run_free(&run);
+}
+END_TEST
+
+/* A frame whose CFA comes from another register (no row holds it): without libgcc_s in the process the
+ * stack stops there, after that frame; with it, libgcc unwinds the stack whole, to main. */
+START_TEST(unwind_table_fallback_frame)
+{
+  probe_run_t run = run_table_probe("table", NULL, (const char *const[]){"odd", NULL});
+  probe_assert_exit0(&run, "odd");
+  size_t len;
+  const char *names = probe_text(&run, "odd", &len);
+  ck_assert_msg(probe_value(&run, "odd_found") == 1 && len == 31 &&
+                strncmp(names, "probe_tbl_odd_cb,probe_odd_cfa,", 31) == 0, "without libgcc_s: %.*s",
+                (int)len, names);
+  probe_run_free(&run);
+
+  run = run_table_probe("table", (const char *const[]){"TABLE_PROBE_LIBGCC=1", NULL},
+                        (const char *const[]){"odd", NULL});
+  probe_assert_exit0(&run, "odd, libgcc_s");
+  names = probe_text(&run, "odd", &len);
+  ck_assert_msg(strncmp(names, "probe_tbl_odd_cb,probe_odd_cfa,probe_tbl_odd_caller,", 52) == 0 &&
+                strstr(names, ",main,") != NULL, "with libgcc_s: %.*s", (int)len, names);
+  probe_run_free(&run);
+}
+END_TEST
+#endif
 
 Suite *unwind_suite(void)
 {
@@ -406,6 +587,14 @@ Suite *unwind_suite(void)
   tcase_add_test(tc, unwind_fork_in_handler_during_unwind);
   tcase_add_test(tc, unwind_fork_while_another_thread_unwinds);
   tcase_add_test(tc, unwind_fork_storm_parent_keeps_stacks);
+#if MPROF_TEST_TABLE
+  tcase_add_test(tc, unwind_table_rows_match_readelf);
+  tcase_add_test(tc, unwind_table_without_frame_pointers);
+  tcase_add_test(tc, unwind_table_signal_frames);
+  tcase_add_test(tc, unwind_table_thread_stacks_end_at_start);
+  tcase_add_test(tc, unwind_table_dlclose_dlopen_same_address);
+  tcase_add_test(tc, unwind_table_fallback_frame);
+#endif
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,0 +1,550 @@
+/* unwtab.c - the table unwinder's tables: one per loaded object that a sampled stack passes through,
+ * compiled lazily a 4 KiB chunk of its address range at a time, shared by every thread.
+ *
+ * Objects.  A walk meeting an address outside every known object asks _dl_find_object (glibc 2.35: no
+ * lock, async-signal-safe) for the object there: its mapping, its link map and its .eh_frame_hdr.  The
+ * record made for it is published in `objset`, a sorted array replaced whole (copy, then compare-and-swap)
+ * whenever an object is added or found gone: readers never wait, writers never lock.  Two threads that
+ * register the same object at once keep the first published record; the other is freed unseen.
+ *
+ * Chunks.  An object's range is cut into 4 KiB chunks, each compiled from .eh_frame (ehframe.c) the
+ * first time a walk needs a row in it, and published with one compare-and-swap into the record's chunk
+ * array: two threads compiling the same chunk both finish, and the loser frees its copy.  So the first
+ * sample through some code pays for its chunks (about 40 FDEs each), and memory follows the code samples
+ * actually run through, not the size of the program.
+ *
+ * dlclose.  Objects loaded before the library (the program and its libraries: glibc never unloads them)
+ * are permanent.  Any other is checked once per walk that meets it: _dl_find_object must still report the
+ * same mapping, link map and .eh_frame_hdr, and the object's build ID must still read the same (one
+ * process_vm_readv), else the record is replaced by the object now there (the old one is retired,
+ * below).  Its call-frame information is copied into profiler memory when registered (process_vm_readv:
+ * an object unloaded meanwhile gives EFAULT, never a fault), so compiling a chunk later never reads the
+ * object itself; where process_vm_readv is refused (qemu-user, seccomp) it is read in place, which is
+ * only unsafe if a thread unloads an object that a wrong step of the walk led into.  The walk itself
+ * reads only the stack, these tables and that build ID.  What a walk can still see is never freed under
+ * it:
+ *
+ * Reclamation (epochs).  A walk counts itself in readers[epoch & 1] for its whole duration.  Retired
+ * memory (a replaced objset, a stale object with its chunks and copy; everything at mi_prof_stop) is
+ * tagged with the epoch it was retired in; the epoch advances only when nobody is counted under the
+ * previous one, and memory retired in epoch e is freed once the epoch reaches e + 2, when every walk
+ * that could have loaded a pointer to it has left.  Nothing ever waits: memory whose walks are still
+ * running is freed by a later retire or release.
+ *
+ * Memory: profiler memory (pmem.c), never malloc, in the stacks' share of the budget (what records need
+ * stays theirs); nothing per thread.
+ */
+#include "unwtab.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#if MPROF_HAVE_TABLE
+
+_Static_assert(sizeof(mprof_rule_t) == sizeof(uint64_t) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "a rule is the 8 bytes of its uint64_t form");
+
+typedef mprof_objset_entry_t objset_entry_t;
+typedef mprof_objset_t objset_t;
+
+mprof_objset_t *mprof_unwtab_objset;     /* atomic: the published objects, sorted by start */
+#define objset mprof_unwtab_objset
+uint64_t mprof_unwtab_epoch;             /* atomic */
+uint64_t mprof_unwtab_readers[2];        /* atomic: walks under way that entered in an even / odd epoch */
+static mprof_retired_t *limbo;           /* atomic: retired memory not freed yet (a stack) */
+static mprof_unwtab_stats_t stats;       /* relaxed atomics */
+
+#define INITIAL_MAX 256
+static uintptr_t initial[INITIAL_MAX];   /* mapping starts of the objects loaded before the library */
+static size_t n_initial;
+
+#define COPY_MAX ((size_t)64 << 20)      /* the most call-frame information copied for one object */
+
+static void count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
+
+static size_t chunk_bytes(uint32_t nrows, uint32_t nrules)
+{
+  return sizeof(mprof_tabchunk_t) + (size_t)nrules * sizeof(uint64_t) +
+         ((size_t)nrows + 1) * sizeof(mprof_tabrow_t);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Epochs and retired memory
+--------------------------------------------------------------------------------------------------- */
+
+/* One step forward when no walk is counted under the previous epoch. */
+static void try_advance(void)
+{
+  uint64_t e = __atomic_load_n(&mprof_unwtab_epoch, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&mprof_unwtab_readers[(e + 1) & 1], __ATOMIC_SEQ_CST) == 0)
+    __atomic_compare_exchange_n(&mprof_unwtab_epoch, &e, e + 1, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+/* Chunks are carved from an object's slabs (a bump pointer each, taken with fetch_add): a chunk of a few
+ * KiB in a page of its own would double what the tables keep resident.  An object's first slab is a page
+ * and each next one twice the last, up to SLAB_MAX: most objects need a few chunks of ~1 KiB, and a slab
+ * counts against the budget's share for stacks as soon as it is mapped. */
+typedef struct mprof_tabslab_s {
+  struct mprof_tabslab_s *next;
+  size_t bytes;                          /* of the mapping */
+  size_t used;                           /* atomic: bytes handed out (may overshoot: then it is full) */
+  _Alignas(8) char mem[];
+} tabslab_t;
+
+#define SLAB_FIRST ((size_t)4 << 10)
+#define SLAB_MAX   ((size_t)64 << 10)
+
+static void *slab_alloc(mprof_uobj_t *o, size_t n)
+{
+  n = (n + 7) & ~(size_t)7;
+  for (;;) {
+    tabslab_t *s = __atomic_load_n(&o->slabs, __ATOMIC_ACQUIRE);
+    if (s != NULL) {
+      size_t at = __atomic_fetch_add(&s->used, n, __ATOMIC_RELAXED);
+      if (at + n <= s->bytes - sizeof(tabslab_t)) return s->mem + at;
+    }
+    size_t step = s == NULL ? SLAB_FIRST : s->bytes < SLAB_MAX ? 2 * s->bytes : SLAB_MAX;
+    size_t bytes = n + sizeof(tabslab_t) > step ? n + sizeof(tabslab_t) : step;
+    tabslab_t *fresh = mprof_pmem_map_stacks(bytes);
+    if (fresh == NULL) return NULL;
+    fresh->bytes = bytes;
+    fresh->used = n;
+    fresh->next = s;
+    if (__atomic_compare_exchange_n(&o->slabs, &s, fresh, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+      return fresh->mem;
+    mprof_pmem_unmap_stacks(fresh, bytes);     /* another thread's slab came first: carve from it */
+  }
+}
+
+static void free_object(mprof_uobj_t *o)
+{
+  for (tabslab_t *s = o->slabs, *next; s != NULL; s = next) {
+    next = s->next;
+    mprof_pmem_unmap_stacks(s, s->bytes);
+  }
+  mprof_pmem_unmap_stacks(o->copy, o->copy_bytes);
+  mprof_pmem_unmap_stacks(o, o->retired.bytes);
+}
+
+static void free_retired(mprof_retired_t *r)
+{
+  if (r->is_object) free_object((mprof_uobj_t *)r);
+  else mprof_pmem_unmap_stacks(r, r->bytes);
+}
+
+static void push_limbo(mprof_retired_t *first, mprof_retired_t *last)
+{
+  mprof_retired_t *head = __atomic_load_n(&limbo, __ATOMIC_RELAXED);
+  do last->next = head;
+  while (!__atomic_compare_exchange_n(&limbo, &head, first, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+/* Frees what no walk can see any more; the rest goes back. */
+static void reclaim(void)
+{
+  mprof_retired_t *list = __atomic_exchange_n(&limbo, NULL, __ATOMIC_ACQUIRE);
+  mprof_retired_t *keep = NULL, *keep_last = NULL;
+  uint64_t e = __atomic_load_n(&mprof_unwtab_epoch, __ATOMIC_SEQ_CST);
+  while (list != NULL) {
+    mprof_retired_t *next = list->next;
+    if (list->epoch + 2 <= e) {
+      free_retired(list);
+    } else {
+      list->next = keep;
+      keep = list;
+      if (keep_last == NULL) keep_last = list;
+    }
+    list = next;
+  }
+  if (keep != NULL) push_limbo(keep, keep_last);
+}
+
+static void retire(mprof_retired_t *r)
+{
+  r->epoch = __atomic_load_n(&mprof_unwtab_epoch, __ATOMIC_SEQ_CST);
+  push_limbo(r, r);
+}
+
+/* Two steps if they can be taken, then whatever that made free. */
+static void settle(void)
+{
+  try_advance();
+  try_advance();
+  reclaim();
+}
+
+void mprof_unwtab_postfork_child(unsigned my_slot_plus_one)
+{
+  /* The walks of threads that do not exist here will never leave. */
+  mprof_unwtab_readers[0] = mprof_unwtab_readers[1] = 0;
+  if (my_slot_plus_one != 0) mprof_unwtab_readers[my_slot_plus_one - 1] = 1;
+}
+
+void mprof_unwtab_stats(mprof_unwtab_stats_t *out)
+{
+  out->objects = __atomic_load_n(&stats.objects, __ATOMIC_RELAXED);
+  out->chunks = __atomic_load_n(&stats.chunks, __ATOMIC_RELAXED);
+  out->chunk_bytes = __atomic_load_n(&stats.chunk_bytes, __ATOMIC_RELAXED);
+  out->chunk_failures = __atomic_load_n(&stats.chunk_failures, __ATOMIC_RELAXED);
+  out->rows = __atomic_load_n(&stats.rows, __ATOMIC_RELAXED);
+  out->stale = __atomic_load_n(&stats.stale, __ATOMIC_RELAXED);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Objects
+--------------------------------------------------------------------------------------------------- */
+
+/* Which objects were there before the library ran: the program and its libraries, which glibc never
+ * unloads (unwind.c tells, from the constructor; a library loaded with dlopen would count what was loaded
+ * before it too, but this one replaces malloc and is always loaded at start). */
+void mprof_unwtab_note_initial(uintptr_t map_start)
+{
+  if (map_start != UINTPTR_MAX && n_initial < INITIAL_MAX) initial[n_initial++] = map_start;
+}
+
+static bool is_initial(uintptr_t start)
+{
+  for (size_t i = 0; i < n_initial; i++)
+    if (initial[i] == start) return true;
+  return false;
+}
+
+/* The entry of set whose range holds pc, or NULL. */
+static const objset_entry_t *set_find(const objset_t *set, uintptr_t pc)
+{
+  if (set == NULL) return NULL;
+  size_t lo = 0, hi = set->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (set->e[mid].start <= pc) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0 || pc >= set->e[lo - 1].end) return NULL;
+  return &set->e[lo - 1];
+}
+
+static bool copy_in(uintptr_t addr, void *dst, size_t n) { return mprof_unwind_read_bytes(addr, dst, n); }
+
+/* An object's identity bytes: the descriptor of its NT_GNU_BUILD_ID note, found through the program
+ * headers at the start of its mapping, else the first bytes of its .eh_frame_hdr (which name its search
+ * table's place and length: weaker, for objects linked without a build ID).  The loader's own report
+ * (mapping, link map, .eh_frame_hdr) is not enough: a module dlclosed and another dlopened in its place
+ * often gets the freed link map back, and two builds of one plugin can share every address (Debian's
+ * hardened flags gave tests/dl_mix.c's two variants one layout). */
+static bool read_at(uintptr_t addr, void *dst, size_t n)
+{
+  if (copy_in(addr, dst, n)) return true;
+  if (!mprof_unwind_foreign_refused()) return false;
+  memcpy(dst, (const void *)addr, n);              /* where the loader reports an object: see above */
+  return true;
+}
+
+static void learn_identity(mprof_uobj_t *o, uintptr_t hdr)
+{
+  ElfW(Ehdr) eh;
+  ElfW(Phdr) ph;
+  uintptr_t end = o->start + o->span, first = UINTPTR_MAX;
+  bool elf = read_at(o->start, &eh, sizeof eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+             eh.e_phentsize == sizeof ph && eh.e_phoff < 4096 &&
+             eh.e_phnum <= (4096 - eh.e_phoff) / sizeof ph;          /* in the first page */
+  for (size_t i = 0; elf && i < eh.e_phnum; i++)      /* the bias: the first PT_LOAD is at start */
+    if (read_at(o->start + eh.e_phoff + i * sizeof ph, &ph, sizeof ph) && ph.p_type == PT_LOAD &&
+        ph.p_vaddr < first)
+      first = ph.p_vaddr;
+  uintptr_t bias = o->start - (first & ~(uintptr_t)0xfff);
+  for (size_t i = 0; first != UINTPTR_MAX && i < eh.e_phnum; i++) {
+    if (!read_at(o->start + eh.e_phoff + i * sizeof ph, &ph, sizeof ph) || ph.p_type != PT_NOTE) continue;
+    uintptr_t at = bias + ph.p_vaddr, stop = at + ph.p_memsz;
+    if (at < o->start || stop > end || stop < at) continue;
+    for (unsigned k = 0; k < 64 && stop - at >= 12; k++) {
+      ElfW(Nhdr) nh;
+      char name[4];
+      if (!read_at(at, &nh, sizeof nh)) break;
+      uintptr_t desc = at + 12 + ((nh.n_namesz + 3) & ~(uintptr_t)3);
+      uintptr_t next = desc + ((nh.n_descsz + 3) & ~(uintptr_t)3);
+      if (next > stop || next <= at) break;
+      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 && read_at(at + 12, name, 4) &&
+          memcmp(name, "GNU", 4) == 0) {
+        size_t n = nh.n_descsz < MPROF_UOBJ_ID_MAX ? nh.n_descsz : MPROF_UOBJ_ID_MAX;
+        if (read_at(desc, o->id, n)) o->id_at = desc, o->id_len = (uint8_t)n;
+        return;
+      }
+      at = next;
+    }
+  }
+  if (hdr != 0 && hdr - o->start < o->span) {
+    size_t n = end - hdr < MPROF_UOBJ_ID_MAX ? end - hdr : MPROF_UOBJ_ID_MAX;
+    if (read_at(hdr, o->id, n)) o->id_at = hdr, o->id_len = (uint8_t)n;
+  }
+}
+
+/* Whether the record o still describes the object the loader reports in f.  The identity bytes are read
+ * with process_vm_readv (an address that is no longer mapped reads as different); where that is refused
+ * they are read in place only inside the mapping's first page, which any object mapped there has
+ * readable, else not compared. */
+static bool same_object(const mprof_uobj_t *o, const struct dl_find_object *f)
+{
+  if (o->start != (uintptr_t)f->dlfo_map_start || o->start + o->span != (uintptr_t)f->dlfo_map_end ||
+      o->link_map != f->dlfo_link_map || o->eh_frame != f->dlfo_eh_frame)
+    return false;
+  if (o->id_at == 0) return true;
+  uint8_t now[MPROF_UOBJ_ID_MAX];
+  if (copy_in(o->id_at, now, o->id_len)) return memcmp(now, o->id, o->id_len) == 0;
+  if (!mprof_unwind_foreign_refused()) return false;
+  if (o->id_at + o->id_len - o->start > 4096) return true;
+  return memcmp((const void *)o->id_at, o->id, o->id_len) == 0;
+}
+
+/* The view of a non-permanent object's call-frame information: a copy of [.eh_frame_hdr, the end of
+ * .eh_frame) in profiler memory.  False when it cannot be read (the view stays unset). */
+static bool copy_cfi(mprof_uobj_t *o, uintptr_t hdr)
+{
+  uintptr_t end = o->start + o->span;
+  uint8_t head[32];
+  size_t head_n = end - hdr < sizeof head ? end - hdr : sizeof head;
+  if (!copy_in(hdr, head, head_n)) return false;
+  mprof_cfi_view_t small = {head, hdr, hdr + head_n};
+  mprof_cfi_index_t ix;
+  if (!mprof_cfi_index(&small, hdr, &ix) || ix.fde_count == 0) return false;
+  size_t table_bytes = (size_t)ix.fde_count * 8;
+  if (ix.table < hdr || ix.table - hdr > end - hdr || table_bytes > end - ix.table) return false;
+  size_t hdr_bytes = ix.table - hdr + table_bytes;
+  if (hdr_bytes > COPY_MAX) return false;
+  uint8_t *tab = mprof_pmem_map_temp(hdr_bytes);
+  if (tab == NULL) return false;
+  uintptr_t fde_end = 0;
+  if (copy_in(hdr, tab, hdr_bytes)) {
+    uintptr_t last = 0;
+    for (size_t i = 0; i < ix.fde_count; i++) {
+      int32_t rel;
+      memcpy(&rel, tab + (ix.table - hdr) + 8 * i + 4, 4);
+      uintptr_t f = hdr + (uintptr_t)(intptr_t)rel;
+      if (f > last) last = f;
+    }
+    uint32_t len;
+    if (last >= o->start && last < end - 4 && copy_in(last, &len, 4) && len != 0xffffffffu)
+      fde_end = last + 4 + len;
+  }
+  mprof_pmem_unmap_temp(tab, hdr_bytes);
+  uintptr_t lo = hdr < ix.eh_frame ? hdr : ix.eh_frame;
+  uintptr_t hi = fde_end > hdr + hdr_bytes ? fde_end : hdr + hdr_bytes;
+  if (fde_end == 0 || lo < o->start || hi > end || hi - lo > COPY_MAX) return false;
+  void *copy = mprof_pmem_map_stacks(hi - lo);
+  if (copy == NULL) return false;
+  if (!copy_in(lo, copy, hi - lo)) {
+    mprof_pmem_unmap_stacks(copy, hi - lo);
+    return false;
+  }
+  o->copy = copy;
+  o->copy_bytes = hi - lo;
+  o->view = (mprof_cfi_view_t){copy, lo, hi};
+  return true;
+}
+
+/* A new record for the object f describes; NULL when there is no memory for it. */
+static mprof_uobj_t *make_object(const struct dl_find_object *f)
+{
+  uintptr_t start = (uintptr_t)f->dlfo_map_start, span = (uintptr_t)f->dlfo_map_end - start;
+  size_t nchunks = (span + ((size_t)1 << MPROF_TAB_CHUNK_SHIFT) - 1) >> MPROF_TAB_CHUNK_SHIFT;
+  size_t bytes = sizeof(mprof_uobj_t) + nchunks * sizeof(mprof_tabchunk_t *);
+  if (span == 0 || nchunks > UINT32_MAX) return NULL;
+  mprof_uobj_t *o = mprof_pmem_map_stacks(bytes);
+  if (o == NULL) return NULL;
+  o->retired.bytes = bytes;
+  o->retired.is_object = true;
+  o->start = start;
+  o->span = span;
+  o->link_map = f->dlfo_link_map;
+  o->eh_frame = f->dlfo_eh_frame;
+  o->permanent = is_initial(start);
+  if (!o->permanent) learn_identity(o, (uintptr_t)f->dlfo_eh_frame);
+  o->nchunks = (uint32_t)nchunks;
+  uintptr_t hdr = (uintptr_t)f->dlfo_eh_frame;
+  bool in_place = o->permanent;
+  bool has_cfi = hdr != 0 && hdr - start < span;
+  if (has_cfi && !in_place && !copy_cfi(o, hdr)) in_place = mprof_unwind_foreign_refused();
+  if (has_cfi && in_place) o->view = (mprof_cfi_view_t){(const uint8_t *)start, start, start + span};
+  if (o->view.hi != 0 && mprof_cfi_index(&o->view, hdr, &o->index) &&
+      (o->index.table < o->view.lo || o->index.table > o->view.hi ||
+       (uintptr_t)o->index.fde_count * 8 > o->view.hi - o->index.table))
+    o->index.fde_count = 0;
+  count(&stats.objects, 1);
+  return o;
+}
+
+/* Publishes o, replacing every entry its range overlaps (objects gone); returns the record to use: o, or
+ * an equal record another thread published first (o is then freed). */
+static mprof_uobj_t *publish(mprof_uobj_t *o)
+{
+  uintptr_t o_end = o->start + o->span;
+  for (int attempt = 0; attempt < 16; attempt++) {
+    objset_t *cur = __atomic_load_n(&objset, __ATOMIC_ACQUIRE);
+    size_t n = cur != NULL ? cur->n : 0, k = 0;
+    for (size_t i = 0; i < n; i++) {
+      const mprof_uobj_t *p = cur->e[i].obj;
+      if (p->start == o->start && p->span == o->span && p->link_map == o->link_map &&
+          p->eh_frame == o->eh_frame && p->id_len == o->id_len && memcmp(p->id, o->id, o->id_len) == 0) {
+        free_object(o);                        /* registered meanwhile: never seen by anyone */
+        return cur->e[i].obj;
+      }
+    }
+    size_t bytes = sizeof(objset_t) + (n + 1) * sizeof(objset_entry_t);
+    objset_t *next = mprof_pmem_map_stacks(bytes);
+    if (next == NULL) break;
+    next->retired.bytes = bytes;
+    bool placed = false;
+    for (size_t i = 0; i < n; i++) {
+      const objset_entry_t *e = &cur->e[i];
+      if (e->start < o_end && o->start < e->end) continue;    /* overlapped: gone */
+      if (!placed && e->start > o->start) next->e[k++] = (objset_entry_t){o->start, o_end, o}, placed = true;
+      next->e[k++] = *e;
+    }
+    if (!placed) next->e[k++] = (objset_entry_t){o->start, o_end, o};
+    next->n = k;
+    if (__atomic_compare_exchange_n(&objset, &cur, next, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      for (size_t i = 0; i < n; i++) {
+        const objset_entry_t *e = &cur->e[i];
+        if (e->start < o_end && o->start < e->end) {
+          count(&stats.stale, 1);
+          retire(&e->obj->retired);
+        }
+      }
+      if (cur != NULL) retire(&cur->retired);
+      settle();
+      return o;
+    }
+    mprof_pmem_unmap_stacks(next, bytes);             /* lost the race: never seen by anyone */
+  }
+  free_object(o);
+  return NULL;
+}
+
+static void cursor_set(mprof_ucursor_t *c, const mprof_uobj_t *o)
+{
+  c->obj = o;
+  c->lo = o->start;
+  c->span = o->span;
+}
+
+bool mprof_unwtab_object(uintptr_t pc, mprof_ucursor_t *c)
+{
+  const objset_entry_t *e = set_find(__atomic_load_n(&objset, __ATOMIC_ACQUIRE), pc);
+  if (e != NULL) {
+    const mprof_uobj_t *o = e->obj;
+    if (o->permanent) return cursor_set(c, o), true;
+    for (unsigned i = 0; i < c->n_checked; i++)
+      if (c->checked[i] == o) return cursor_set(c, o), true;
+  }
+  struct dl_find_object f;
+  if (_dl_find_object((void *)pc, &f) != 0) return false;
+  if (e != NULL && same_object(e->obj, &f)) {
+    if (c->n_checked < sizeof c->checked / sizeof c->checked[0]) c->checked[c->n_checked++] = e->obj;
+    return cursor_set(c, e->obj), true;
+  }
+  mprof_uobj_t *o = make_object(&f);
+  if (o == NULL || (o = publish(o)) == NULL) return false;
+  if (!o->permanent && c->n_checked < sizeof c->checked / sizeof c->checked[0])
+    c->checked[c->n_checked++] = o;
+  cursor_set(c, o);
+  return true;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Chunks
+--------------------------------------------------------------------------------------------------- */
+
+#define CHUNK_SPAN ((size_t)1 << MPROF_TAB_CHUNK_SHIFT)
+
+/* The rule's index in dict (n distinct so far), added when new; -1 when the dictionary is full.  hash:
+ * DICT_SLOTS open-addressing slots of index + 1. */
+#define DICT_SLOTS 4096u
+static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule)
+{
+  for (uint32_t h = (uint32_t)((rule * 0x9e3779b97f4a7c15u) >> 52);; h = (h + 1) & (DICT_SLOTS - 1)) {
+    if (hash[h] == 0) {
+      if (*n == DICT_SLOTS / 2) return -1;
+      dict[*n] = rule;
+      hash[h] = (uint16_t)++*n;
+      return (int)*n - 1;
+    }
+    if (dict[hash[h] - 1] == rule) return hash[h] - 1;
+  }
+}
+
+static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
+{
+  uintptr_t from = o->start + (index << MPROF_TAB_CHUNK_SHIFT);
+  size_t left = o->span - (index << MPROF_TAB_CHUNK_SHIFT), span = left < CHUNK_SPAN ? left : CHUNK_SPAN;
+  /* A row per byte at most; the distinct rules and their hash. */
+  size_t tmp_bytes = span * (sizeof(uint64_t) + sizeof(uint32_t)) + DICT_SLOTS / 2 * sizeof(uint64_t) +
+                     DICT_SLOTS * sizeof(uint16_t);
+  uint64_t *tmp = mprof_pmem_map_temp(tmp_bytes);
+  if (tmp == NULL) return MPROF_TAB_FAILED;
+  uint64_t *dict = tmp + span;
+  uint32_t nrules = 0;
+  mprof_rowbuf_t rows = {(uint32_t *)(dict + DICT_SLOTS / 2), tmp, 0, span};
+  uint16_t *hash = (uint16_t *)(rows.start + span);
+  mprof_tabchunk_t *ch = MPROF_TAB_FAILED;
+  bool ok = mprof_cfi_compile(&o->view, &o->index, from, span, &rows) && rows.n > 0;
+  for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
+    int k = rule_index(dict, &nrules, hash, rows.rule[i]);
+    if (k < 0) ok = false;
+    rows.rule[i] = (uint64_t)k;
+  }
+  uint32_t n = (uint32_t)rows.n;
+  size_t bytes = chunk_bytes(n, nrules);
+  if (ok && bytes - sizeof(mprof_tabrow_t) <= UINT16_MAX) {   /* first[] reaches every row */
+    ch = slab_alloc((mprof_uobj_t *)o, bytes);
+    if (ch == NULL) {
+      ch = MPROF_TAB_FAILED;
+    } else {
+      ch->nrows = n;
+      ch->nrules = nrules;
+      memcpy(ch->rule, dict, nrules * sizeof(uint64_t));
+      mprof_tabrow_t *row = (mprof_tabrow_t *)(ch->rule + nrules);
+      for (uint32_t i = 0; i < n; i++)
+        row[i] = (mprof_tabrow_t){(uint16_t)rows.start[i], (uint16_t)rows.rule[i]};
+      row[n] = (mprof_tabrow_t){0xffff, 0};      /* no row starts there: the lookup's scan stops */
+      uint32_t i = 0;
+      for (uint32_t b = 0; b < MPROF_TAB_BLOCKS; b++) {
+        uint32_t at = b << MPROF_TAB_BLOCK_SHIFT;
+        while (row[i + 1].start <= at) i++;
+        ch->first[b] = (uint16_t)((const char *)&row[i] - (const char *)ch);
+      }
+      count(&stats.chunks, 1);
+      count(&stats.rows, n);
+      count(&stats.chunk_bytes, bytes);
+    }
+  }
+  mprof_pmem_unmap_temp(tmp, tmp_bytes);
+  if (ch == MPROF_TAB_FAILED) count(&stats.chunk_failures, 1);
+  return ch;
+}
+
+const mprof_tabchunk_t *mprof_unwtab_chunk_slow(const mprof_uobj_t *obj, size_t index)
+{
+  mprof_uobj_t *o = (mprof_uobj_t *)obj;
+  mprof_tabchunk_t *ch = o->index.fde_count == 0 ? MPROF_TAB_EMPTY : compile(o, index);
+  mprof_tabchunk_t *expected = NULL;
+  if (__atomic_compare_exchange_n(&o->chunk[index], &expected, ch, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+    return ch;
+  return expected;                                /* another thread's, published first (ours stays in the
+                                                     * slab, unused, until the object goes) */
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   Release
+--------------------------------------------------------------------------------------------------- */
+
+void mprof_unwtab_release(void)
+{
+  objset_t *set = __atomic_exchange_n(&objset, NULL, __ATOMIC_ACQ_REL);
+  if (set != NULL) {
+    for (size_t i = 0; i < set->n; i++) retire(&set->e[i].obj->retired);
+    retire(&set->retired);
+  }
+  settle();
+}
+
+#endif /* MPROF_HAVE_TABLE */
