@@ -97,6 +97,7 @@ static bool stop(void)
   running = false;
   mprof_session_publish(session_id, false, 0, 0);
   mprof_record_end();                            /* every record becomes a weightless orphan */
+  mprof_sheap_purge_all();                       /* nothing reuses a free slot until the next start */
   api_leave(countdown);
   return true;
 }
@@ -118,6 +119,7 @@ static bool reset(void)
     mprof_drops_reset();
     mprof_sampler_reset_calls();
     mprof_dump_session_reset();
+    mprof_sheap_purge_all();
   }
   api_leave(countdown);
   return ok ? true : fail(EALREADY);

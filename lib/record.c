@@ -9,7 +9,7 @@
  * drew its interval before a stop or restart cannot leak a sample with the old rate's weight into the new
  * session.
  *
- * Orphans.  Every block in the sampled-block arena keeps a record for as long as it lives, so that its
+ * Orphans.  Every sampled block keeps a record for as long as it lives, so that its
  * free, and mi_heap_destroy() of its heap, always find it.  A block that is no longer a sample (its
  * session stopped; a realloc that was not sampled kept it in place) keeps an orphan record: its heap and
  * size, no weight, no stack, outside every total.  So the table outlives a session while such blocks

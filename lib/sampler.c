@@ -30,10 +30,11 @@
  *
  * Samples that cannot be fully recorded keep their weight.  Without a stack (unwinder failure, no stack
  * room, a fork in progress, the stack table full or out of memory) the sample is recorded under the
- * one-frame stack MI_PROF_FRAME_DROPPED(reason); when the block cannot be tracked at all (the arena or
- * the record table has no room) it is served by mimalloc and only its allocated weight is counted, under
- * that stack.  Totals stay unbiased, and the profile shows how much went unattributed.  A request that
- * fails anyway (mimalloc cannot serve it either) is not a sample: nothing is counted.
+ * one-frame stack MI_PROF_FRAME_DROPPED(reason); when the block cannot be tracked at all (no sampled
+ * block can be had for it, or the record table has no room) it is served unsampled and only its allocated
+ * weight is counted, under that stack.  Totals stay unbiased, and the profile shows how much went
+ * unattributed.  A request that fails anyway (mimalloc cannot serve it either) is not a sample: nothing
+ * is counted.
  */
 #include "internal.h"
 
@@ -211,9 +212,10 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, 
     mprof_record_count(mprof_stack_dropped(why), r.obj_fx, r.inuse_bytes, t->session);
   }
   if (rc == MPROF_INSERT_SESSION) {                       /* stopped meanwhile: not a sample */
-    mprof_record_orphan((uintptr_t)p, size, heap);
+    mprof_sheap_orphan(p, size, heap);
     return;
   }
+  if (rc == MPROF_INSERT_OK) mprof_sheap_track(p);
   if (mprof_unlikely(why != MI_PROF_DROP_REASONS)) mprof_drop(why);
   if (rc != MPROF_INSERT_OK) return;
   mprof_dump_note_alloc(r.inuse_bytes);
@@ -234,10 +236,10 @@ void *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r)
   int saved_errno = errno;
   mi_prof_drop_reason_t why, arena_why;
   uint64_t stack_id = sample_stack(t, &why);
-  void *p = mprof_sheap_alloc(r->size, r->alignment, r->offset, r->zero, &arena_why);
+  void *p = mprof_sheap_alloc(r, &arena_why);
   if (mprof_likely(p != NULL)) {
     if (stack_id != 0) mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why);
-    else mprof_record_orphan((uintptr_t)p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
+    else mprof_sheap_orphan(p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
     errno = saved_errno;
     return p;
   }

@@ -12,8 +12,8 @@
  *   budget RATE N SIZE  N live allocations of SIZE bytes; profiler memory peak, budget and drops
  *   arena RATE          start; report the arena, then allocate and check 1000 blocks either way
  *   fill SIZE           allocate (and touch) SIZE-byte blocks until malloc fails; print what it got
- *   keep N SIZE         mi_prof_start(65536), N live SIZE-byte blocks: the estimates, the dropped counts
- *                       and what the "dropped (arena_full)" stack holds; then free them all
+ *   keep N SIZE [RATE]  mi_prof_start(RATE, default 65536), N live SIZE-byte blocks: the estimates, the
+ *                       dropped counts and what the "dropped (arena_full)" stack holds; then free them all
  *   sigfree N           rate 1, N sampled blocks made and freed while a SIGPROF handler frees some of
  *                       them, interrupting the profiler anywhere (its locks included)
  */
@@ -210,13 +210,13 @@ static bool find_arena_full(void *const *frames, size_t depth, const mi_prof_sta
 
 static int mode_keep(int argc, char **argv)
 {
-  if (argc < 4) die("usage: keep N SIZE");
-  size_t n = arg_size(argv[2]), size = arg_size(argv[3]);
+  if (argc < 4) die("usage: keep N SIZE [RATE]");
+  size_t n = arg_size(argv[2]), size = arg_size(argv[3]), rate = argc > 4 ? arg_size(argv[4]) : 65536;
   unsigned char **p = calloc(n, sizeof *p);
   if (p == NULL) die("calloc failed");
   printf("keep\n");
   fflush(stdout);
-  if (!mi_prof_start(65536)) die("mi_prof_start failed");
+  if (!mi_prof_start(rate)) die("mi_prof_start failed");
   for (size_t i = 0; i < n; i++) {
     if ((p[i] = malloc(size)) == NULL) die("malloc failed");
     memset(p[i], (int)(i & 0xff), size);

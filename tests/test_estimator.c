@@ -220,25 +220,26 @@ END_TEST
    Samples that cannot be recorded keep their weight
 --------------------------------------------------------------------------------------------------- */
 
-/* With a 4 MiB arena, 40 live blocks of 1 MiB at rate 65536 (p = 1 - e^-16: all sampled): a few fit the
- * arena, the rest are served by mimalloc as dropped samples (arena_full).  Every one still counts: the
- * allocated estimate is 40 MiB to within the probe's other allocations, and the "dropped (arena_full)"
- * stack holds the weight of all but the ones that fit. */
+/* With a 4 MiB window for slots, 80 live blocks of 128 KiB at rate 4096 (p = 1 - e^-32: all sampled):
+ * the window's 4 chunks hold 7 such slots each, so 28 fit and the rest are served by mimalloc as dropped
+ * samples (arena_full).  Every one still counts: the allocated estimate is 80 x 128 KiB to within the
+ * probe's other allocations, and the "dropped (arena_full)" stack holds the weight of all but the ones
+ * that fit. */
 START_TEST(estimator_arena_full_keeps_weight)
 {
   probe_opts_t opts = {.env = (const char *const[]){"MIMALLOC_PROF_ARENA_SIZE=4m", NULL}};
-  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), (const char *const[]){"keep", "40", "1048576", NULL},
-                              &opts);
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"),
+                              (const char *const[]){"keep", "80", "131072", "4096", NULL}, &opts);
   probe_assert_exit0(&run, NULL);
   uint64_t alloc = probe_value(&run, "alloc_bytes"), full = probe_value(&run, "dropped_arena_full");
   uint64_t dropped_stack = probe_value(&run, "dropped_stack_alloc_bytes");
   ck_assert_uint_eq(probe_value(&run, "bad_blocks"), 0);
-  ck_assert_uint_ge(alloc, 40 * MiB);
-  ck_assert_uint_le(alloc, 40 * MiB + 64 * KiB);
-  ck_assert_uint_ge(full, 36);
-  ck_assert_uint_le(full, 40);
-  ck_assert_uint_ge(dropped_stack, full * MiB);
-  ck_assert_uint_le(dropped_stack, full * MiB + full);
+  ck_assert_uint_ge(alloc, 80 * 128 * KiB);
+  ck_assert_uint_le(alloc, 80 * 128 * KiB + 64 * KiB);
+  ck_assert_uint_ge(full, 80 - 28);
+  ck_assert_uint_le(full, 80);
+  ck_assert_uint_ge(dropped_stack, full * 128 * KiB);
+  ck_assert_uint_le(dropped_stack, full * 128 * KiB + full);
   ck_assert_uint_eq(probe_value(&run, "inuse_after_free"), 0);
   probe_run_free(&run);
 }
