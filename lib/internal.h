@@ -149,6 +149,20 @@ static inline size_t mprof_lower_bound(const uintptr_t *a, size_t n, uintptr_t v
   return lo;
 }
 
+/* "lazylib.c": the libraries loaded when first needed (the calls into them: lazylib.h) */
+typedef enum mprof_lazy_group_e {
+  MPROF_LAZY_PPROF,      /* zlib, protobuf-c: heap profiles (before a dump's dump_lock; the profiler thread) */
+  MPROF_LAZY_MATH,       /* libm: sampling weights and distances (before mi_prof_start's api_lock) */
+  MPROF_LAZY_GROUPS
+} mprof_lazy_group_t;
+
+/* Loads a group's libraries (once; a thread that finds them loading loads them too rather than wait).
+ * False, with errno ELIBACC and one warning line per group, when they cannot be loaded (then never): the
+ * callers fail likewise.  Takes the loader's locks (rank -1) and allocates: never with a profiler lock
+ * held, nor in a signal handler. */
+bool mprof_lazy_load(mprof_lazy_group_t group);
+bool mprof_lazy_loaded(mprof_lazy_group_t group);   /* lock-free, async-signal-safe */
+
 /* "pmem.c": profiler memory, raw mmap under the MIMALLOC_PROF_MAX_BYTES budget.
  *
  * What one dump needs (dump.c, pprof.c, objects.c), kept free by the tables (see pmem.c): a fixed part and

@@ -298,12 +298,13 @@ bool mprof_profiler_init(void)
   running = true;
   /* The socket's start may not load the unwinder on the thread: it is loaded now, once the thread exists,
    * as mi_prof_start would load it in a program whose threads run (libgcc too: fork children and new
-   * threads' first samples use it).  A start that comes before this is done drops its first samples. */
-  if (control && mprof_unwind_current() != MPROF_UNWIND_FP) {
-    size_t countdown = mprof_guard_enter();
-    mprof_unwind_prime();
-    mprof_guard_leave(countdown);
-  }
+   * threads' first samples use it).  A start that comes before this is done drops its first samples.
+   * Nor may the thread load what its profiles (and the socket's start) need: that too is loaded now. */
+  size_t countdown = mprof_guard_enter();
+  mprof_lazy_load(MPROF_LAZY_PPROF);
+  if (control) mprof_lazy_load(MPROF_LAZY_MATH);
+  if (control && mprof_unwind_current() != MPROF_UNWIND_FP) mprof_unwind_prime();
+  mprof_guard_leave(countdown);
   if (dump_signal != 0 && !catch(dump_signal, on_dump_signal, NULL))
     mprof_warn("cannot catch signal %d: %s", dump_signal, strerrorname_np(errno));
   for (int sig = 1; sig <= 64; sig++) {

@@ -44,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lazylib.h"   /* log() and expm1() from libm, loaded at the first start */
+
 __thread mprof_tls_t mprof_tls __attribute__((tls_model("initial-exec")));
 mprof_session_t mprof_session;
 bool mprof_frozen;
