@@ -50,13 +50,10 @@ static bool start(size_t sample_rate, uint64_t seed, bool prime)
   if (rate < 1 || rate > ((uint64_t)1 << 40)) return fail(EINVAL);
   size_t countdown;
   if (prime) {
-    countdown = mprof_guard_enter();             /* what loading allocates is not sampled */
-    bool math = mprof_lazy_load(MPROF_LAZY_MATH);   /* these may take the loader locks: before api_lock */
-    mprof_unwind_prime();
+    countdown = mprof_guard_enter();             /* what loading the unwinder allocates is not sampled */
+    mprof_unwind_prime();                        /* may take the loader locks: before api_lock */
     mprof_guard_leave(countdown);
-    if (!math) return fail(ELIBACC);
   }
-  if (!mprof_lazy_loaded(MPROF_LAZY_MATH)) return fail(ELIBACC);   /* the control socket's start */
   countdown = api_enter();
   if (running) {
     api_leave(countdown);

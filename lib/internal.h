@@ -152,7 +152,6 @@ static inline size_t mprof_lower_bound(const uintptr_t *a, size_t n, uintptr_t v
 /* "lazylib.c": the libraries loaded when first needed (the calls into them: lazylib.h) */
 typedef enum mprof_lazy_group_e {
   MPROF_LAZY_PPROF,      /* zlib, protobuf-c: heap profiles (before a dump's dump_lock; the profiler thread) */
-  MPROF_LAZY_MATH,       /* libm: sampling weights and distances (before mi_prof_start's api_lock) */
   MPROF_LAZY_GROUPS
 } mprof_lazy_group_t;
 
@@ -219,6 +218,10 @@ void  *mprof_realloc_slow_req(void *p, const mprof_req_t *r, bool wrapped) MPROF
 void  *mprof_realloc_keep_req(void *p, const mprof_req_t *r) MPROF_NOINLINE MPROF_COLD;
 void   mprof_free_slow(void *p) MPROF_NOINLINE MPROF_COLD;
 size_t mprof_usable_size_slow(const void *p) MPROF_NOINLINE MPROF_COLD;
+
+/* "mathfn.c": log and expm1, computed here (no libm): finite arguments; x > 0 and x <= 0 */
+double mprof_math_log(double x);
+double mprof_math_expm1(double x);
 
 /* "sampler.c": the sampling decision, weights and samples */
 /* The session every thread compares its own against on each slow path.  `word` is (id << 1) | running;

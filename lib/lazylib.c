@@ -1,17 +1,12 @@
-/* lazylib.c - zlib, protobuf-c and libm, loaded when first needed (lazylib.h).
+/* lazylib.c - zlib and protobuf-c, loaded when first needed (lazylib.h).
  *
- * The library is linked to none of them: a process that links or preloads it and never samples nor
- * dumps maps none of them and pays none of their start-up (a trivial program: 420 KiB less resident,
- * nearly all of it libm's, zlib's and protobuf-c's pages, which every symbol lookup of the process touched
- * while they were in its scope).  Each group is loaded by soname with dlopen(RTLD_LOCAL) and its
- * functions looked up in that handle (never by name in the process's scope, where a program's own
- * function called log would be found), by whichever thread needs it first:
- *   - heap profiles (MPROF_LAZY_PPROF): before a dump takes dump_lock (dump.c), and when the profiler
- *     thread starts, which never allocates and so cannot load anything later (profiler.c);
- *   - the sampler's log() and expm1() (MPROF_LAZY_MATH): before mi_prof_start takes api_lock, and when
- *     the control socket's thread, which may start a session, starts.  No draw happens before: a thread
- *     draws only in a session, published after the load.
- * Loading takes the loader's locks (rank -1 in internal.h), so no profiler lock is held; it is never
+ * The library is linked to neither (nor to libm: mathfn.c): a process that links or preloads it and never
+ * dumps maps neither and pays none of their start-up (a trivial program: 124 KiB less resident, their
+ * pages, which the loader's symbol lookups touched while they were in the process's scope).  They are
+ * loaded by soname with dlopen(RTLD_LOCAL) and their functions looked up in those handles (never by name in
+ * the process's scope, where a program's function of the same name would be found), before a dump takes
+ * dump_lock (dump.c), and when the profiler thread starts (profiler.c): it never allocates, so it cannot
+ * load them later.  Loading takes the loader's locks (rank -1 in internal.h), so no profiler lock is held; it is never
  * waited for: two threads that need a group at once both load it (dlopen counts references; their
  * tables are the same), as a constructor that dumps while another thread loads must not wait for the
  * loader lock it holds.  A group that cannot be loaded stays so (one warning line): its callers fail
@@ -22,14 +17,9 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <gnu/lib-names.h>
 #include <string.h>
 
 #include "lazylib.h"
-
-#ifndef LIBM_SO
-#define LIBM_SO "libm.so.6"
-#endif
 
 mprof_lazy_t mprof_lazy;
 const char mprof_lazy_empty_string[] = "";   /* protobuf-c's default for string fields, never compared */
@@ -50,7 +40,6 @@ static const symbol_t protobuf_symbols[] = {
   SYM(pb_pack_to_buffer, "protobuf_c_message_pack_to_buffer"), SYM(pb_pack, "protobuf_c_message_pack"),
   SYM(pb_packed_size, "protobuf_c_message_get_packed_size"), SYM(pb_unpack, "protobuf_c_message_unpack"),
   SYM(pb_free_unpacked, "protobuf_c_message_free_unpacked"), {NULL, 0}};
-static const symbol_t math_symbols[] = {SYM(m_log, "log"), SYM(m_expm1, "expm1"), {NULL, 0}};
 #undef SYM
 
 /* Opens `soname` and looks up its symbols into *table; false (with the reason in *why) if any is missing. */
@@ -92,22 +81,15 @@ bool mprof_lazy_load(mprof_lazy_group_t group)
     return false;
   }
   mprof_lazy_t table;
-  const char *why = NULL, *what;
-  bool ok;
-  if (group == MPROF_LAZY_PPROF) {
-    what = MPROF_ZLIB_SONAME " and " MPROF_PROTOBUF_C_SONAME " (heap profiles cannot be written)";
-    ok = open_symbols(MPROF_ZLIB_SONAME, zlib_symbols, &table, &why) &&
-         open_symbols(MPROF_PROTOBUF_C_SONAME, protobuf_symbols, &table, &why);
-    if (ok) copy_symbols(zlib_symbols, &table), copy_symbols(protobuf_symbols, &table);
-  } else {
-    what = LIBM_SO " (sampling cannot start)";
-    ok = open_symbols(LIBM_SO, math_symbols, &table, &why);
-    if (ok) copy_symbols(math_symbols, &table);
-  }
+  const char *why = NULL;
+  bool ok = open_symbols(MPROF_ZLIB_SONAME, zlib_symbols, &table, &why) &&
+            open_symbols(MPROF_PROTOBUF_C_SONAME, protobuf_symbols, &table, &why);
+  if (ok) copy_symbols(zlib_symbols, &table), copy_symbols(protobuf_symbols, &table);
   __atomic_store_n(&state[group], ok ? LOAD_DONE : LOAD_FAILED, __ATOMIC_RELEASE);
   if (ok) return true;
   if (mprof_warn_once_claim(&failure_said[group]))
-    mprof_warn("cannot load %s: %s", what, why != NULL ? why : "dlopen failed");
+    mprof_warn("cannot load " MPROF_ZLIB_SONAME " and " MPROF_PROTOBUF_C_SONAME " (heap profiles cannot be "
+               "written): %s", why != NULL ? why : "dlopen failed");
   errno = ELIBACC;
   return false;
 }

@@ -1,8 +1,8 @@
-/* lazylib.h - the libraries the library loads when it first needs them: zlib and protobuf-c for heap
- * profiles, libm for the sampler's arithmetic (lazylib.c).
+/* lazylib.h - the libraries the library loads when it first needs them: zlib and protobuf-c, for heap
+ * profiles (lazylib.c).
  *
  * A file that calls them includes this after its other headers: the names it calls (declared by
- * <zlib.h>, <protobuf-c/protobuf-c.h> and <math.h>, which this includes first) become calls through
+ * <zlib.h> and <protobuf-c/protobuf-c.h>, which this includes first) become calls through
  * mprof_lazy, filled by mprof_lazy_load() (internal.h).  The generated protobuf-c code is compiled the
  * same way (profile_pb.c).
  */
@@ -11,7 +11,6 @@
 
 #include "internal.h"
 
-#include <math.h>
 #include <protobuf-c/protobuf-c.h>
 #include <zlib.h>
 
@@ -24,8 +23,6 @@ typedef struct mprof_lazy_s {
   __typeof__(&protobuf_c_message_get_packed_size) pb_packed_size;
   __typeof__(&protobuf_c_message_unpack)          pb_unpack;
   __typeof__(&protobuf_c_message_free_unpacked)   pb_free_unpacked;
-  __typeof__(&log)                                m_log;
-  __typeof__(&expm1)                              m_expm1;
 } mprof_lazy_t;
 
 extern mprof_lazy_t mprof_lazy MPROF_HIDDEN;
@@ -43,6 +40,4 @@ extern const char mprof_lazy_empty_string[] MPROF_HIDDEN;
 #define protobuf_c_message_unpack(...)           mprof_lazy.pb_unpack(__VA_ARGS__)
 #define protobuf_c_message_free_unpacked(...)    mprof_lazy.pb_free_unpacked(__VA_ARGS__)
 #define protobuf_c_empty_string                  mprof_lazy_empty_string
-#define log(x)                                   mprof_lazy.m_log(x)
-#define expm1(x)                                 mprof_lazy.m_expm1(x)
 #endif

@@ -299,10 +299,9 @@ bool mprof_profiler_init(void)
   /* The socket's start may not load the unwinder on the thread: it is loaded now, once the thread exists,
    * as mi_prof_start would load it in a program whose threads run (libgcc too: fork children and new
    * threads' first samples use it).  A start that comes before this is done drops its first samples.
-   * Nor may the thread load what its profiles (and the socket's start) need: that too is loaded now. */
+   * Nor may the thread load what its profiles need (zlib, protobuf-c): they too are loaded now. */
   size_t countdown = mprof_guard_enter();
   mprof_lazy_load(MPROF_LAZY_PPROF);
-  if (control) mprof_lazy_load(MPROF_LAZY_MATH);
   if (control && mprof_unwind_current() != MPROF_UNWIND_FP) mprof_unwind_prime();
   mprof_guard_leave(countdown);
   if (dump_signal != 0 && !catch(dump_signal, on_dump_signal, NULL))

@@ -44,8 +44,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lazylib.h"   /* log() and expm1() from libm, loaded at the first start */
-
 __thread mprof_tls_t mprof_tls __attribute__((tls_model("initial-exec")));
 mprof_session_t mprof_session;
 bool mprof_frozen;
@@ -110,7 +108,7 @@ static void rng_seed(mprof_tls_t *t, uint64_t seed)
 static uint64_t draw_distance(mprof_tls_t *t)
 {
   double u = (double)((rng_next(t) >> 11) + 1) * 0x1.0p-53;
-  return (uint64_t)(-log(u) * (double)t->rate);               /* at most ~36.7 * rate */
+  return (uint64_t)(-mprof_math_log(u) * (double)t->rate);    /* at most ~36.7 * rate */
 }
 
 /* w rounded to a whole number, up with probability frac(w): E = w exactly. */
@@ -187,7 +185,7 @@ static MPROF_NOINLINE uint64_t sample_stack(mprof_tls_t *t, mi_prof_drop_reason_
 /* The weights of a sample of `size` bytes, with the rate its distance was drawn with. */
 static void weigh(mprof_tls_t *t, size_t size, mprof_record_t *r)
 {
-  double p = -expm1(-(double)size / (double)t->rate);       /* p(s) = 1 - exp(-s/R) */
+  double p = -mprof_math_expm1(-(double)size / (double)t->rate);   /* p(s) = 1 - exp(-s/R) */
   r->obj_fx = round_random(t, MPROF_FX_ONE / p);
   r->inuse_bytes = round_random(t, (double)size / p);
 }
