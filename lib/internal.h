@@ -542,6 +542,7 @@ bool mprof_profiler_final_pending(void);      /* a final signal waits to be re-r
 bool mprof_profiler_reraise(void);             /* re-raises it (after the final profile); true when that
                                                   * ends the process (default action) */
 void mprof_profiler_postfork_child(void);
+void mprof_profiler_purge_wake(void);         /* sheap.c: a purge will be due (async-signal-safe) */
 
 /* "unwind.c": stack capture.  mprof_unwind_room() then mprof_unwind(), once each per sample, on the
  * sampling thread with the guard up and no profiler lock held; both are async-signal-safe (a sample may

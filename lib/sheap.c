@@ -260,15 +260,15 @@ static void purge(uint64_t before, bool all)
     }
     if ((all || nchunks > 1) && chunk_clean(c)) chunk_delete(c);
   }
-  purge_due = oldest == UINT64_MAX ? 0 : oldest + MPROF_PURGE_NS;
+  __atomic_store_n(&purge_due, oldest == UINT64_MAX ? 0 : oldest + MPROF_PURGE_NS, __ATOMIC_RELAXED);
 }
 
-/* The purge that is due, if worth it. */
+/* The purge that is due, if worth it (if not, none is due until the next free). */
 static void purge_tick(uint64_t now)
 {
   if (purge_due == 0 || now < purge_due) return;
-  if (idle_pages * page_bytes < PURGE_FLOOR) {     /* not worth its system calls yet */
-    purge_due = now + MPROF_PURGE_NS;
+  if (idle_pages * page_bytes < PURGE_FLOOR) {     /* not worth its system calls */
+    __atomic_store_n(&purge_due, 0, __ATOMIC_RELAXED);
     return;
   }
   purge(now - MPROF_PURGE_NS, false);
@@ -413,8 +413,10 @@ void mprof_sheap_free(void *p)
     if (chunk_clean(c)) chunk_delete(c);
   } else if (idle_pages * page_bytes > IDLE_MAX) {
     slot_release(c, i);
+  } else if (purge_due == 0) {
+    __atomic_store_n(&purge_due, s->freed + MPROF_PURGE_NS, __ATOMIC_RELAXED);
+    mprof_profiler_purge_wake();
   } else {
-    if (purge_due == 0) purge_due = s->freed + MPROF_PURGE_NS;
     purge_tick(s->freed);
   }
   mprof_unlock(&sheap_lock);

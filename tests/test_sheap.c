@@ -22,6 +22,7 @@
 
 #include "mimalloc-prof.h"
 #include "sampling_util.h"
+#include "subprocess.h"
 #include "suites.h"
 
 #if MPROF_PPROF == 1
@@ -259,6 +260,28 @@ START_TEST(sheap_every_other_free_gives_back)
 }
 END_TEST
 
+/* A program that frees 400 KiB of sampled blocks (25 of 16 KiB: above the 256 KiB a purge is worth, below
+ * the 512 KiB kept) and then allocates nothing more: with a profiler thread (MIMALLOC_PROF_INTERVAL, here
+ * never reached) the thread gives them back once a period has passed (the probe polls 2 s at most);
+ * without one they stay until the heap's next operation. */
+START_TEST(sheap_thread_gives_idle_memory_back)
+{
+  probe_opts_t with = {.env = (const char *const[]){"MIMALLOC_PROF_INTERVAL=1t", NULL}};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), (const char *const[]){"idle", "25", "16384", NULL},
+                              &with);
+  probe_assert_exit0(&run, "with a thread");
+  ck_assert_uint_ge(probe_value(&run, "resident_after_free"), 400 * KiB);
+  ck_assert_uint_le(probe_value(&run, "resident_end"), 64 * KiB);
+  probe_run_free(&run);
+  probe_opts_t without = {.env = (const char *const[]){"MIMALLOC_PROF_INTERVAL", NULL}};
+  run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), (const char *const[]){"idle", "25", "16384", NULL}, &without);
+  probe_assert_exit0(&run, "without");
+  ck_assert_uint_ge(probe_value(&run, "resident_end"), 400 * KiB);
+  ck_assert_uint_eq(probe_value(&run, "rounds"), 200);
+  probe_run_free(&run);
+}
+END_TEST
+
 Suite *sheap_suite(void)
 {
   Suite *s = suite_create("sheap");
@@ -269,6 +292,7 @@ Suite *sheap_suite(void)
   tcase_add_test(tc, sheap_fragmented_runs);
   tcase_add_test(tc, sheap_stop_gives_back);
   tcase_add_test(tc, sheap_every_other_free_gives_back);
+  tcase_add_test(tc, sheap_thread_gives_idle_memory_back);
   suite_add_tcase(s, tc);
   return s;
 }
