@@ -3,13 +3,13 @@
  * The library is linked to neither (nor to libm: mathfn.c): a process that links or preloads it and never
  * dumps maps neither and pays none of their start-up (a trivial program: 124 KiB less resident, their
  * pages, which the loader's symbol lookups touched while they were in the process's scope).  They are
- * loaded by soname with dlopen(RTLD_LOCAL) and their functions looked up in those handles (never by name in
- * the process's scope, where a program's function of the same name would be found), before a dump takes
- * dump_lock (dump.c), and when the profiler thread starts (profiler.c): it never allocates, so it cannot
- * load them later.  Loading takes the loader's locks (rank -1 in internal.h), so no profiler lock is held; it is never
- * waited for: two threads that need a group at once both load it (dlopen counts references; their
- * tables are the same), as a constructor that dumps while another thread loads must not wait for the
- * loader lock it holds.  A group that cannot be loaded stays so (one warning line): its callers fail
+ * loaded by soname with dlopen(RTLD_LOCAL) and their functions looked up in those handles (never by name
+ * in the process's scope, where a program's function of the same name would be found), before a dump
+ * takes dump_lock (dump.c), and when the profiler thread starts (profiler.c): it never allocates, so it
+ * cannot load them later.  Loading takes the loader's locks (rank -1 in internal.h), so no profiler lock
+ * is held; it is never waited for: two threads that need them at once both load them (dlopen counts
+ * references; their tables are the same), as a constructor that dumps while another thread loads must not
+ * wait for the loader lock it holds.  What cannot be loaded stays so (one warning line): the callers fail
  * with ELIBACC.
  */
 #define MPROF_LAZYLIB_IMPL
@@ -35,7 +35,8 @@ typedef struct symbol_s {
 
 #define SYM(field, name) {name, offsetof(mprof_lazy_t, field)}
 static const symbol_t zlib_symbols[] = {
-  SYM(z_deflate_init2, "deflateInit2_"), SYM(z_deflate, "deflate"), SYM(z_deflate_end, "deflateEnd"), {NULL, 0}};
+  SYM(z_deflate_init2, "deflateInit2_"), SYM(z_deflate, "deflate"), SYM(z_deflate_end, "deflateEnd"),
+  {NULL, 0}};
 static const symbol_t protobuf_symbols[] = {
   SYM(pb_pack_to_buffer, "protobuf_c_message_pack_to_buffer"), SYM(pb_pack, "protobuf_c_message_pack"),
   SYM(pb_packed_size, "protobuf_c_message_get_packed_size"), SYM(pb_unpack, "protobuf_c_message_unpack"),
@@ -70,7 +71,10 @@ static void copy_symbols(const symbol_t *sym, const mprof_lazy_t *from)
   }
 }
 
-bool mprof_lazy_loaded(mprof_lazy_group_t group) { return __atomic_load_n(&state[group], __ATOMIC_ACQUIRE) == LOAD_DONE; }
+bool mprof_lazy_loaded(mprof_lazy_group_t group)
+{
+  return __atomic_load_n(&state[group], __ATOMIC_ACQUIRE) == LOAD_DONE;
+}
 
 bool mprof_lazy_load(mprof_lazy_group_t group)
 {

@@ -5,8 +5,8 @@
  * of its address's low bits: mimalloc never starts a block of 1 KiB or less there, and the larger ones
  * that do start there (2-25% of 1-16 KiB blocks, most larger ones) reach the slow path, which finds them
  * ordinary (below).  Two homes:
- *   - a request of up to SLOT bytes (two slices) gets a slot of its own: SLOT bytes of address space in
- *     the arena's window (arena.c), of which only the pages the program writes become resident;
+ *   - a request of up to two slices gets a slot of its own: one or two slices of address space in the
+ *     arena's window (arena.c), of which only the pages the program writes become resident;
  *   - a larger one is allocated by mimalloc itself, from the heap the request names (the thread's
  *     default heap for the malloc family), as it would be unsampled: mimalloc gives such a block a page
  *     of its own, which starts on a slice.  It costs exactly what mimalloc spends on it unsampled, and
@@ -17,25 +17,28 @@
  * doc/performance.md).  A small block in a slot costs a page, as in jemalloc's and tcmalloc's profilers
  * (a sampled small request takes a page of its own there too).
  *
- * Slots.  A window chunk (1 MiB) holds SLOTS slots; the first is the chunk's header, whose first page
- * describes the others.  A slot remembers the requested size of its block (usable sizes are read from
- * it lock-free: mi_good_size() of the request, what an unsampled block would report) and its extent:
- * how many pages from its start its occupants may have written, which are resident until given back.
- * Free slots wait on lists by extent; a request takes the free slot whose extent best matches its own
- * pages (a smaller request in a larger slot would keep the difference resident; a larger one in a
- * smaller slot faults pages in), so slots stay sorted by size as a size class's blocks do.
+ * Slots.  A window chunk (1 MiB) holds slots of one size, one slice or two (a request gets the smaller
+ * that holds it); the first is the chunk's header, whose first page describes the others.  A slot
+ * remembers the requested size of its block (usable sizes are read from it lock-free: mi_good_size() of
+ * the request, what an unsampled block would report) and its extent: how many pages from its start its
+ * occupants may have written, which are resident until given back.  Free slots wait on lists by extent; a
+ * request takes the free slot whose extent best matches its own pages (a smaller request in a larger slot
+ * would keep the difference resident, a larger one in a smaller slot faults pages in), so slots stay
+ * sorted by size as a size class's blocks do; a block freed from a slot whose extent an earlier occupant
+ * left more than TRIM_MIN pages above its own gives those pages back first.
  *
- * Giving memory back, by time and by state.  A slot remembers when it became free.  When a free slot has
+ * Giving memory back, by time and by state.  A slot remembers when it became free.  Once a free slot has
  * been free for a purge period (MPROF_PURGE_NS) and more than PURGE_FLOOR is idle, the next operation on
  * the heap gives back every slot free that long: madvise(MADV_DONTNEED) of its extent, its chunk unmapped
  * when all of its slots are free and given back (the last chunk stays mapped, its header page resident).
  * The profiler thread, where there is one, runs the same purge when it is due (mprof_sheap_purge_due).
- * While no session runs nothing can reuse a slot, so a freed slot is given back at once, and
- * mi_prof_stop() and mi_prof_reset() give back every free slot (mprof_sheap_purge_all).
+ * No more than IDLE_MAX is kept: a slot freed beyond it is given back at once.  While no session runs
+ * nothing can reuse a slot, so a freed slot is given back at once, and mi_prof_stop() and mi_prof_reset()
+ * give back every free slot (mprof_sheap_purge_all).
  *
  * Blocks in mimalloc have no slot: a filter tells free() whether one may be sampled.  Per slice number
- * modulo MPROF_FILTER_SLOTS it counts the live records of such blocks (one byte per 64 KiB slice of 4 GiB of
- * address space, mapped at the first start, its pages touched only where such blocks lie, which
+ * modulo MPROF_FILTER_SLOTS it counts the live records of such blocks (a byte per 64 KiB slice of 4 GiB
+ * of address space, mapped at the first start, its pages touched only where such blocks lie, which
  * mimalloc keeps together); 0 means certainly no record, and the block goes straight to mimalloc;
  * otherwise the record table decides.  A count that reaches STICKY stays there: a false "maybe" for that
  * slice from then on, never a false "no".  Counts change beside the records (mprof_sheap_track/_untrack),

@@ -267,14 +267,14 @@ END_TEST
 START_TEST(sheap_thread_gives_idle_memory_back)
 {
   probe_opts_t with = {.env = (const char *const[]){"MIMALLOC_PROF_INTERVAL=1t", NULL}};
-  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), (const char *const[]){"idle", "25", "16384", NULL},
-                              &with);
+  const char *const args[] = {"idle", "25", "16384", NULL};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), args, &with);
   probe_assert_exit0(&run, "with a thread");
   ck_assert_uint_ge(probe_value(&run, "resident_after_free"), 400 * KiB);
   ck_assert_uint_le(probe_value(&run, "resident_end"), 64 * KiB);
   probe_run_free(&run);
   probe_opts_t without = {.env = (const char *const[]){"MIMALLOC_PROF_INTERVAL", NULL}};
-  run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), (const char *const[]){"idle", "25", "16384", NULL}, &without);
+  run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), args, &without);
   probe_assert_exit0(&run, "without");
   ck_assert_uint_ge(probe_value(&run, "resident_end"), 400 * KiB);
   ck_assert_uint_eq(probe_value(&run, "rounds"), 200);
