@@ -19,8 +19,8 @@
  *
  * Slots.  A window chunk (1 MiB) holds slots of one size, one slice or two (a request gets the smaller
  * that holds it); the first is the chunk's header, whose first page describes the others.  A slot
- * remembers the requested size of its block (usable sizes are read from it lock-free: mi_good_size() of
- * the request, what an unsampled block would report) and its extent: how many pages from its start its
+ * remembers the usable size of its block (mi_good_size() of the request, what an unsampled block would
+ * report; read lock-free) and its extent: how many pages from its start its
  * occupants may have written, which are resident until given back.  Free slots wait on lists by extent; a
  * request takes the free slot whose extent best matches its own pages (a smaller request in a larger slot
  * would keep the difference resident, a larger one in a smaller slot faults pages in), so slots stay
@@ -71,7 +71,8 @@
 #define TRIM_MIN       2                        /* pages an earlier occupant left that stay with a slot */
 
 typedef struct slot_s {
-  uint32_t size;        /* requested bytes of the block in it (read lock-free while it lives) */
+  uint32_t usable;      /* usable bytes of the block in it: mi_good_size of its request (read lock-free
+                         * while it lives) */
   uint32_t prev, next;  /* free: its class's and extent's list, as slot references (0 = none) */
   uint8_t  used;
   uint8_t  extent;      /* pages from its start that may be written (resident until given back) */
@@ -329,7 +330,7 @@ bool mprof_sheap_in_slot(const void *p) { return mprof_arena_contains(p); }
 size_t mprof_sheap_usable(const void *p)
 {
   if (!mprof_arena_contains(p)) return mprof_mi.mi_usable_size(p);
-  return mprof_mi.mi_good_size(__atomic_load_n(&slot_of(p)->size, __ATOMIC_RELAXED));
+  return __atomic_load_n(&slot_of(p)->usable, __ATOMIC_RELAXED);
 }
 
 /* The slot class for a request, CLASSES when a slot cannot hold it. */
@@ -354,7 +355,7 @@ static char *slot_alloc(const mprof_req_t *r, uint8_t cls)
   size_t written = s->extent * page_bytes;        /* beyond, the pages are zero */
   if (r->zero && written != 0) memset(p, 0, usable < written ? usable : written);
   if (s->extent < n) dirty_pages += n - s->extent, s->extent = (uint8_t)n;
-  __atomic_store_n(&s->size, (uint32_t)r->size, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->usable, (uint32_t)usable, __ATOMIC_RELAXED);
   return p;
 }
 
@@ -438,11 +439,11 @@ bool mprof_sheap_fits(const void *p, size_t size)
 void mprof_sheap_resize(void *p, size_t size)
 {
   if (!mprof_arena_contains(p)) return;
-  size_t n = pages_of(mprof_mi.mi_good_size(size));
+  size_t usable = mprof_mi.mi_good_size(size), n = pages_of(usable);
   mprof_lock(&sheap_lock);
   slot_t *s = slot_of(p);
   if (s->extent < n) dirty_pages += n - s->extent, s->extent = (uint8_t)n;
-  __atomic_store_n(&s->size, (uint32_t)size, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->usable, (uint32_t)usable, __ATOMIC_RELAXED);
   mprof_unlock(&sheap_lock);
 }
 
