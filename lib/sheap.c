@@ -177,9 +177,13 @@ static bool chunk_new(uint8_t cls)
   return true;
 }
 
+/* Chunk c, whose slots are all free, goes back to the window: their pages with it, in one munmap. */
 static void chunk_delete(schunk_t *c)
 {
-  for (size_t i = 1; i < slot_count(c); i++) list_remove(c, &c->slot[i]);   /* free, extent 0 */
+  for (size_t i = 1; i < slot_count(c); i++) {
+    list_remove(c, &c->slot[i]);
+    dirty_pages -= c->slot[i].extent;
+  }
   dirty_pages -= pages_of(sizeof *c);
   if (c->prev != NULL) c->prev->next = c->next;
   else schunks = c->next;
@@ -198,30 +202,106 @@ static bool chunk_clean(const schunk_t *c)
   return true;
 }
 
-/* Slot i of chunk c keeps `keep` of its pages; those beyond go back to the system. */
-static void slot_trim(schunk_t *c, size_t i, size_t keep)
+/* Pages to give back once sheap_lock is released: madvise() takes the kernel's lock of the address space
+ * and interrupts the other CPUs that run the process's threads, and made under our lock it made every
+ * sampling thread wait (bench/mstress_like, 8 threads on 2 cores: 1,570 futex waits against 92).  A slot
+ * queued is pinned meanwhile: counted in use, out of its lists, so nobody takes it and its chunk stays;
+ * queue_run() makes the calls and then puts the pinned slots back on their lists.  (A fork child whose
+ * parent had slots pinned by another thread keeps them pinned: a few slots never reused.) */
+enum { QUEUE_MAX = 32 };
+typedef struct queue_s {
+  size_t n;
+  struct {
+    schunk_t *c;
+    uint32_t  i;
+    uint8_t   from, keep;  /* pages [keep, from) of the slot go */
+    bool      back;        /* a free slot, pinned: back to its lists after */
+  } e[QUEUE_MAX];
+} queue_t;
+
+/* Slot i of chunk c keeps `keep` of its pages, the others go back to the system: by q when it has room
+ * (true), else now (false, nothing done).  `back`: the slot is free and out of its lists. */
+static bool queued(queue_t *q, schunk_t *c, size_t i, size_t keep, bool back)
 {
+  if (q == NULL || q->n == QUEUE_MAX) return false;
+  slot_t *s = &c->slot[i];
+  q->e[q->n].c = c;
+  q->e[q->n].i = (uint32_t)i;
+  q->e[q->n].from = s->extent;
+  q->e[q->n].keep = (uint8_t)keep;
+  q->e[q->n].back = back;
+  q->n++;
+  dirty_pages -= s->extent - keep;
+  s->extent = (uint8_t)keep;
+  if (back) {
+    s->used = 1;
+    c->used++;
+  }
+  return true;
+}
+
+/* Slot i of chunk c, in use, keeps `keep` of its pages; those beyond go back to the system. */
+static void slot_trim(schunk_t *c, size_t i, size_t keep, queue_t *q)
+{
+  if (queued(q, c, i, keep, false)) return;
   slot_t *s = &c->slot[i];
   madvise(slot_addr(c, i) + keep * page_bytes, (s->extent - keep) * page_bytes, MADV_DONTNEED);
   dirty_pages -= s->extent - keep;
   s->extent = (uint8_t)keep;
 }
 
+/* Slot i of chunk c, free and out of its lists, keeps `keep` of its pages and goes back to its lists. */
+static void slot_keep(schunk_t *c, size_t i, size_t keep, queue_t *q)
+{
+  if (keep < c->slot[i].extent) {
+    if (queued(q, c, i, keep, true)) return;
+    slot_trim(c, i, keep, NULL);
+  }
+  list_push(c, i);
+}
+
 /* Gives back free slot i's pages. */
-static void slot_release(schunk_t *c, size_t i)
+static void slot_release(schunk_t *c, size_t i, queue_t *q)
 {
   slot_t *s = &c->slot[i];
   if (s->extent == 0) return;
   list_remove(c, s);
-  slot_trim(c, i, 0);
-  list_push(c, i);
+  slot_keep(c, i, 0, q);
+}
+
+/* Without sheap_lock: q's system calls, then its pinned slots back on their lists. */
+static void __attribute__((noinline)) queue_drain(queue_t *q)
+{
+  bool back = false;
+  for (size_t k = 0; k < q->n; k++) {
+    char *a = slot_addr(q->e[k].c, q->e[k].i);
+    madvise(a + q->e[k].keep * page_bytes, (size_t)(q->e[k].from - q->e[k].keep) * page_bytes, MADV_DONTNEED);
+    back |= q->e[k].back;
+  }
+  if (back) {
+    mprof_lock(&sheap_lock);
+    for (size_t k = 0; k < q->n; k++) {
+      if (!q->e[k].back) continue;
+      schunk_t *c = q->e[k].c;
+      c->slot[q->e[k].i].used = 0;
+      c->used--;
+      list_push(c, q->e[k].i);
+    }
+    mprof_unlock(&sheap_lock);
+  }
+  q->n = 0;
+}
+
+static inline void queue_run(queue_t *q)
+{
+  if (q->n != 0) queue_drain(q);
 }
 
 /* A free slot of class `cls` for a block of n pages: the smallest extent from n to 2n (or n + 2) pages,
  * else the largest below n (its missing pages fault in as they are written), else the smallest above
  * (its pages beyond n given back first), else one of a new chunk.  NULL (errno) when no chunk can be
  * had. */
-static char *slot_take(uint8_t cls, size_t n)
+static char *slot_take(uint8_t cls, size_t n, queue_t *q)
 {
   class_t *k = &classes[cls];
   uint64_t at_least = k->lists >> n << n, below = k->lists & (((uint64_t)1 << n) - 1);
@@ -235,9 +315,9 @@ static char *slot_take(uint8_t cls, size_t n)
   size_t i;
   slot_t *s = deref(k->head[e], &c, &i);
   list_remove(c, s);
-  if (e > near) slot_trim(c, i, n);
   s->used = 1;
   c->used++;
+  if (e > near) slot_trim(c, i, n, q);
   return slot_addr(c, i);
 }
 
@@ -250,32 +330,45 @@ static uint64_t coarse_now(void)
 
 /* Gives back every free slot freed at or before `before` (all of them: UINT64_MAX), and unmaps each
  * chunk left clean, all but one (`all`: that one too).  purge_due becomes the time the oldest free slot
- * kept becomes old enough. */
-static void purge(uint64_t before, bool all)
+ * kept becomes old enough.  False when q filled up before the end: the rest is still due (the caller
+ * runs q and purges again, or leaves it to the next purge). */
+static bool purge(uint64_t before, bool all, queue_t *q)
 {
   uint64_t oldest = UINT64_MAX;
   for (schunk_t *c = schunks, *next; c != NULL; c = next) {
     next = c->next;
+    bool whole = c->used == 0 && (all || nchunks > 1);   /* every slot free and due: one munmap */
+    for (size_t i = 1; whole && i < slot_count(c); i++) whole = c->slot[i].freed <= before;
+    if (whole) {
+      chunk_delete(c);
+      continue;
+    }
     for (size_t i = 1; i < slot_count(c); i++) {
       slot_t *s = &c->slot[i];
       if (s->used || s->extent == 0) continue;
-      if (s->freed <= before) slot_release(c, i);
-      else if (s->freed < oldest) oldest = s->freed;
+      if (s->freed > before) {
+        if (s->freed < oldest) oldest = s->freed;
+      } else if (q != NULL && q->n == QUEUE_MAX) {
+        return false;
+      } else {
+        slot_release(c, i, q);
+      }
     }
     if ((all || nchunks > 1) && chunk_clean(c)) chunk_delete(c);
   }
   __atomic_store_n(&purge_due, oldest == UINT64_MAX ? 0 : oldest + MPROF_PURGE_NS, __ATOMIC_RELAXED);
+  return true;
 }
 
-/* The purge that is due, if worth it (if not, none is due until the next free). */
-static void purge_tick(uint64_t now)
+/* The purge that is due, if worth it (if not, none is due until the next free); false as purge(). */
+static bool purge_tick(uint64_t now, queue_t *q)
 {
-  if (purge_due == 0 || now < purge_due) return;
+  if (purge_due == 0 || now < purge_due) return true;
   if (idle_pages * page_bytes < PURGE_FLOOR) {     /* not worth its system calls */
     __atomic_store_n(&purge_due, 0, __ATOMIC_RELAXED);
-    return;
+    return true;
   }
-  purge(now - MPROF_PURGE_NS, false);
+  return purge(now - MPROF_PURGE_NS, false, q);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -341,14 +434,14 @@ static inline uint8_t class_for(size_t size, size_t alignment)
 }
 
 /* A slot for the sampled request r (lock held); NULL (errno) when no chunk can be had. */
-static char *slot_alloc(const mprof_req_t *r, uint8_t cls)
+static char *slot_alloc(const mprof_req_t *r, uint8_t cls, queue_t *q)
 {
   size_t usable = mprof_mi.mi_good_size(r->size), n = pages_of(usable);
-  purge_tick(coarse_now());
-  char *p = slot_take(cls, n);
+  purge_tick(coarse_now(), q);
+  char *p = slot_take(cls, n, q);
   if (p == NULL && idle_pages != 0) {             /* no room: give back what is idle, retry */
-    purge(UINT64_MAX, true);
-    p = slot_take(cls, n);
+    purge(UINT64_MAX, true, NULL);
+    p = slot_take(cls, n, q);
   }
   if (p == NULL) return NULL;
   slot_t *s = slot_of(p);
@@ -381,9 +474,12 @@ void *mprof_sheap_alloc(const mprof_req_t *r, mi_prof_drop_reason_t *why)
   *why = MI_PROF_DROP_ARENA_FULL;
   uint8_t cls = class_for(r->size, r->alignment);
   if (cls < CLASSES) {
+    queue_t q;
+    q.n = 0;
     mprof_lock(&sheap_lock);
-    char *p = slot_alloc(r, cls);
+    char *p = slot_alloc(r, cls, &q);
     mprof_unlock(&sheap_lock);
+    queue_run(&q);
     return p;
   }
   mi_heap_t *heap = r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default();
@@ -405,25 +501,31 @@ void mprof_sheap_free(void *p)
   schunk_t *c = chunk_of(p);
   size_t i = slot_index(c, p);
   slot_t *s = &c->slot[i];
-  size_t own = pages_of(mprof_sheap_usable(p));
+  size_t own = pages_of(s->usable);
+  bool stopped = !(__atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED) & 1);   /* nothing reuses it */
   mprof_lock(&sheap_lock);
-  if (s->extent > own + TRIM_MIN) slot_trim(c, i, own);   /* pages an earlier, larger block left */
   s->used = 0;
   c->used--;
   s->freed = coarse_now();
-  list_push(c, i);
-  if (!(__atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED) & 1)) {   /* stopped: nothing reuses it */
-    slot_release(c, i);
-    if (chunk_clean(c)) chunk_delete(c);
-  } else if (idle_pages * page_bytes > IDLE_MAX) {
-    slot_release(c, i);
-  } else if (purge_due == 0) {
+  if (c->used == 0 && (stopped || (nchunks > 1 && (idle_pages + s->extent) * page_bytes > IDLE_MAX))) {
+    list_push(c, i);
+    chunk_delete(c);                              /* the chunk's last block: every page in one munmap */
+    mprof_unlock(&sheap_lock);
+    return;
+  }
+  size_t keep = s->extent > own + TRIM_MIN ? own : s->extent;   /* pages an earlier, larger block left go */
+  if (stopped || (idle_pages + keep) * page_bytes > IDLE_MAX) keep = 0;
+  queue_t q;
+  q.n = 0;
+  slot_keep(c, i, keep, &q);
+  if (keep != 0 && purge_due == 0) {              /* the first slot idle: a purge is due after it */
     __atomic_store_n(&purge_due, s->freed + MPROF_PURGE_NS, __ATOMIC_RELAXED);
     mprof_profiler_purge_wake();
-  } else {
-    purge_tick(s->freed);
+  } else if (keep != 0) {
+    purge_tick(s->freed, &q);
   }
   mprof_unlock(&sheap_lock);
+  queue_run(&q);
 }
 
 /* Whether sampled block p can hold `size` bytes where it is: a slot, a request that a slot of its class
@@ -479,8 +581,17 @@ void mprof_sheap_orphan(void *p, size_t size, mi_heap_t *heap)
 void mprof_sheap_purge_all(void)
 {
   if (!mprof_sheap_init_done()) return;
-  mprof_lock(&sheap_lock);
-  purge(UINT64_MAX, true);
+  queue_t q;
+  bool done;
+  do {
+    q.n = 0;
+    mprof_lock(&sheap_lock);
+    done = purge(UINT64_MAX, true, &q);
+    mprof_unlock(&sheap_lock);
+    queue_run(&q);
+  } while (!done);
+  mprof_lock(&sheap_lock);                        /* the chunks the pinned slots kept */
+  purge(UINT64_MAX, true, NULL);
   mprof_unlock(&sheap_lock);
 }
 
@@ -489,9 +600,15 @@ uint64_t mprof_sheap_purge_due(void) { return __atomic_load_n(&purge_due, __ATOM
 
 void mprof_sheap_purge_tick(void)
 {
-  mprof_lock(&sheap_lock);
-  purge_tick(coarse_now());
-  mprof_unlock(&sheap_lock);
+  queue_t q;
+  bool done;
+  do {
+    q.n = 0;
+    mprof_lock(&sheap_lock);
+    done = purge_tick(coarse_now(), &q);
+    mprof_unlock(&sheap_lock);
+    queue_run(&q);
+  } while (!done);
 }
 
 void mprof_sheap_usage(mprof_sheap_usage_t *out)
