@@ -11,7 +11,8 @@ elf=/usr/bin/python3.11
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -I"$build" -I"$build/proto" -I"$top/tools" -I"$top/proto" -I"$top/include" -o "$tmp/synth" \
-  "$top/bench/synth_profile.c" "$top/tools/profile.c" "$top/tools/pbuild.c" "$build/proto/profile.pb-c.c" \
+  "$top/bench/synth_profile.c" "$top/tools/profile.c" "$top/tools/pbuild.c" "$top/tools/outfile.c" \
+  "$build/proto/profile.pb-c.c" \
   -lprotobuf-c -lz
 id=$(readelf -nW "$elf" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
 # The executable PT_LOAD: offset, vaddr, memsz.

@@ -211,6 +211,7 @@ static __thread size_t fork_countdown;
 static void prefork(void)
 {
   fork_countdown = mprof_guard_enter();
+  mprof_sampler_prefork();
   mprof_unwind_prefork();              /* never waits (see unwind.c) */
   fork_with_locks = mprof_tls.locks != 0;
   if (fork_with_locks) return;
@@ -233,7 +234,7 @@ static void postfork_parent(void)
 
 static void postfork_child(void)
 {
-  mprof_sampler_postfork_child();
+  if (mprof_sampler_postfork_child()) fork_countdown = 0;   /* the next allocation draws afresh */
   if (fork_with_locks) {
     pthread_mutex_init(&api_lock, NULL);
     mprof_sheap_postfork_reinit();

@@ -25,9 +25,12 @@
  * again); a connection that is gone is forgotten, never closed.  Closing the wake pair's writing end
  * wakes the thread (the reading end sees a hang-up), so this happens at once.
  *
- * The socket is removed at exit (by the process that made it; a fork child has none: its copies of the
- * descriptors are closed, as it has no profiler thread) and replaced at start-up when a socket of the same
- * name is left (an earlier program of the same PID, which exec'ed or was killed).
+ * The directory and the socket are made by fsout.c: the directory is ours and closed to others (checked
+ * without following a link, at start-up and at each reopen), the socket is bound inside the directory
+ * that was checked.  The socket is removed at exit (by the process that made it; a fork child has none:
+ * its copies of the descriptors are closed, as it has no profiler thread) and replaced at start-up when
+ * a socket of ours of the same name is left (an earlier program of the same PID, which exec'ed or was
+ * killed); anything else at that name is left alone, and there is no socket.
  */
 #include "internal.h"
 
@@ -73,7 +76,10 @@ typedef struct conn_s {
 
 static bool enabled;                /* served (the thread's; false in a fork child) */
 static pid_t owner;                 /* the process that made the socket: it removes it at exit */
-static char sock_path[MPROF_CONTROL_PATH_MAX];
+static char sock_path[MPROF_CONTROL_PATH_MAX];   /* DIR/PID.sock */
+static char sock_dir[MPROF_CONTROL_PATH_MAX];    /* DIR */
+static const char *sock_name;                    /* PID.sock, in sock_path */
+static bool sock_dir_named;                      /* DIR is MIMALLOC_PROF_CONTROL's */
 static fd_id_t listener = {-1, 0, 0}, wake_r = {-1, 0, 0}, wake_w = {-1, 0, 0};
 static uint64_t wake_word = NO_WAKE;  /* wake_w as (low 32 bits of its inode << 32) | fd (atomic) */
 static uint64_t accept_paused_until;
@@ -127,44 +133,30 @@ static void forget(fd_id_t *id)
    The socket and the wake pair
 --------------------------------------------------------------------------------------------------- */
 
-/* The directory: made (0700) if missing; it must be a directory of our effective user, closed to others:
- * entirely for the default one, for writing for one named by MIMALLOC_PROF_CONTROL. */
-static bool private_dir(const char *dir, bool named)
-{
-  struct stat st;
-  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-    mprof_warn("MIMALLOC_PROF_CONTROL: cannot create %s: %s; no control socket", dir, strerrorname_np(errno));
-    return false;
-  }
-  const char *why = NULL;
-  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) why = "is not a directory";
-  else if (st.st_uid != geteuid()) why = "belongs to another user";
-  else if ((st.st_mode & (named ? 022 : 077)) != 0) why = named ? "is writable by others" : "is open to others";
-  if (why != NULL) mprof_warn("MIMALLOC_PROF_CONTROL: %s %s; no control socket", dir, why);
-  return why == NULL;
-}
-
-/* The listening socket at sock_path (replacing a socket left there) and the wake pair. */
+/* The listening socket, bound in the checked directory (fsout.c: replacing only a socket of ours left
+ * there), and the wake pair. */
 static bool open_all(void)
 {
-  int sv[2], fd = -1;
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  memcpy(a.sun_path, sock_path, strlen(sock_path) + 1);
+  int sv[2], fd = -1, dir = -1;
+  const char *why;
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) return false;
   if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) goto fail;
-  if (unlink(sock_path) != 0 && errno != ENOENT) goto fail;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) goto fail;
-  if (chmod(sock_path, 0600) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
+  if ((dir = mprof_fsout_private_dir(sock_dir, sock_dir_named, &why)) < 0) goto fail;
+  if (!mprof_fsout_bind(fd, dir, sock_dir, sock_name)) goto fail;
+  if (listen(fd, LISTEN_BACKLOG) != 0) {
     int err = errno;
-    unlink(sock_path);
+    mprof_fsout_remove_own(dir, sock_name, S_IFSOCK);
     errno = err;
     goto fail;
   }
+  close(dir);
+  dir = -1;
   if (!remember(&listener, fd) || !remember(&wake_r, sv[0]) || !remember(&wake_w, sv[1])) goto fail;
   __atomic_store_n(&wake_word, ((uint64_t)(uint32_t)wake_w.ino << 32) | (uint32_t)wake_w.fd, __ATOMIC_RELEASE);
   return true;
 fail:;
   int err = errno;
+  if (dir >= 0) close(dir);
   if (fd >= 0) close(fd);
   close(sv[0]);
   close(sv[1]);
@@ -173,9 +165,10 @@ fail:;
   return false;
 }
 
+/* The socket goes at exit (only ours, only a socket: fsout.c). */
 static void at_exit(void)
 {
-  if (owner == getpid()) unlink(sock_path);
+  if (owner == getpid()) mprof_fsout_unbind(sock_dir, sock_name);
 }
 
 bool mprof_control_init(void)
@@ -183,14 +176,26 @@ bool mprof_control_init(void)
   uint64_t v = mprof_option(MPROF_OPT_CONTROL);
   if (v == 0) return false;
   const char *named = v > 1 ? (const char *)(uintptr_t)v : NULL;   /* else 1: the default directory */
-  char dir[MPROF_CONTROL_PATH_MAX];
-  if (!mprof_control_dir(named, getenv("XDG_RUNTIME_DIR"), (unsigned)geteuid(), dir, sizeof dir) ||
-      !mprof_control_socket(dir, (int)getpid(), sock_path, sizeof sock_path)) {
+  const char *why;
+  const char *xdg = secure_getenv("XDG_RUNTIME_DIR");
+  if (!mprof_control_dir(named, xdg, (unsigned)geteuid(), sock_dir, sizeof sock_dir) ||
+      !mprof_control_socket(sock_dir, (int)getpid(), sock_path, sizeof sock_path)) {
     mprof_warn("MIMALLOC_PROF_CONTROL: the socket's path would be longer than %d bytes; no control socket",
                MPROF_CONTROL_PATH_MAX - 1);
     return false;
   }
-  if (!private_dir(dir, named != NULL)) return false;
+  sock_dir_named = named != NULL;
+  sock_name = strrchr(sock_path, '/') + 1;
+  int dir = mprof_fsout_private_dir(sock_dir, sock_dir_named, &why);
+  if (dir < 0) {
+    if (errno == EPERM)
+      mprof_warn("MIMALLOC_PROF_CONTROL: %s %s; no control socket", sock_dir, why);
+    else
+      mprof_warn("MIMALLOC_PROF_CONTROL: cannot create %s: %s; no control socket", sock_dir,
+                 strerrorname_np(errno));
+    return false;
+  }
+  close(dir);
   for (size_t i = 0; i < MAX_CONNS; i++) conns[i].id.fd = conns[i].dump.fd = -1;
   if (!open_all()) {
     mprof_warn("cannot create the control socket %s: %s", sock_path, strerrorname_np(errno));

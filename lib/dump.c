@@ -14,15 +14,18 @@
  * the holder of dump_lock never waits for a loader lock.  dump_lock serialises dumps (one dump's memory
  * is what pmem.c keeps free) and lets exit wait for an automatic dump in progress.
  *
- * Automatic dumps are written to <name>.tmp and renamed when complete; at exit the library takes dump_lock
- * (waiting for a dump being written) and starts no more i, u or s dumps, so no dump is ever cut off by
- * exit.  fork does not wait for dump_lock (api.c): a writer may be blocked on a pipe the forking thread
- * reads; in the child, where no dump is running, this file's state is re-initialised instead.
+ * Every file is made by fsout.c: automatic dumps under an unpredictable temporary name in the prefix's
+ * directory, renamed when complete to the next name that is free (nothing is ever replaced); at exit the
+ * library takes dump_lock (waiting for a dump being written) and starts no more i, u or s dumps, so no
+ * dump is ever cut off by exit.  fork does not wait for dump_lock (api.c): a writer may be blocked on a
+ * pipe the forking thread reads; in the child, where no dump is running, this file's state is
+ * re-initialised instead.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -84,25 +87,29 @@ static bool write_locked(int fd, const mprof_objects_t *objs, char kind)
   return ok;
 }
 
-/* Writes a profile to path (dump_lock held).  A file this call created is removed again if the dump
- * fails; an existing path (a symbolic link, a device, a file the caller prepared) is never removed. */
-static bool write_path_locked(const char *path, const mprof_objects_t *objs, char kind)
+/* Writes the profile to o->fd and closes it (dump_lock held). */
+static bool write_file_locked(mprof_fsout_t *o, const mprof_objects_t *objs, char kind)
 {
-  bool created = true;
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0 && errno == EEXIST) {
-    created = false;
-    fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-  }
-  if (fd < 0) return false;
-  bool ok = write_locked(fd, objs, kind);
+  bool ok = write_locked(o->fd, objs, kind);
   int err = errno;
-  if (close(fd) != 0 && ok) {
+  if (mprof_fsout_close(o) != 0 && ok) {
     ok = false;
     err = errno;
   }
-  if (!ok && created) unlink(path);
   errno = err;
+  return ok;
+}
+
+/* mi_prof_dump(path) (dump_lock held): the file the program named, in place when it exists, else made
+ * beside it and renamed to it (fsout.c).  What a failed dump made is removed; an existing file never is. */
+static bool write_path_locked(const char *path, const mprof_objects_t *objs)
+{
+  const char *base = strrchr(path, '/');
+  mprof_fsout_t o;
+  if (!mprof_fsout_open_path(&o, path)) return false;
+  bool ok = write_file_locked(&o, objs, 'm') &&
+            mprof_fsout_publish(&o, base != NULL ? base + 1 : path, true) == 0;
+  mprof_fsout_end(&o);
   return ok;
 }
 
@@ -143,10 +150,54 @@ static void shield_down(dump_shield_t *sh)
   errno = err;
 }
 
-/* A dump of either kind: the objects first, holding no lock; then the rest under dump_lock.  The guard
- * is up throughout: nothing here is sampled (and nothing here allocates). */
+/* The next <prefix>.<pid>.<seq>.<kind>.pb.gz: every name tried uses up a sequence number. */
+static bool next_name(char kind, char *out, size_t len)
+{
+  uint64_t seq = __atomic_fetch_add(&dump_seq, 1, __ATOMIC_RELAXED);
+  int n = snprintf(out, len, "%s.%d.%llu.%c.pb.gz", mprof_option_str(MPROF_OPT_PREFIX), (int)getpid(),
+                   (unsigned long long)seq, kind);
+  if (n > 0 && (size_t)n < len) return true;
+  errno = ENAMETOOLONG;
+  return false;
+}
+
+/* An automatically named profile (dump_lock held): written to a temporary file in the prefix's
+ * directory and renamed, without replacing anything, to the next free name: a name already there (left
+ * by the program this one replaced with execve, under the same pid, or put there by anyone) is skipped,
+ * never overwritten, never removed.  `name` gets the name tried last (for messages). */
+static bool write_auto_locked(char kind, const mprof_objects_t *objs, char *name, size_t len)
+{
+  const char *prefix = mprof_option_str(MPROF_OPT_PREFIX), *slash = strrchr(prefix, '/');
+  char stem[NAME_MAX + 1];
+  mprof_fsout_t o;
+  int n = snprintf(stem, sizeof stem, "%s.%d.%c", slash != NULL ? slash + 1 : prefix, (int)getpid(), kind);
+  if (!next_name(kind, name, len)) return false;
+  if (n <= 0 || (size_t)n >= sizeof stem) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  if (!mprof_fsout_create(&o, prefix, stem)) return false;
+  bool ok = write_file_locked(&o, objs, kind);
+  for (int tries = 0; ok && tries < 10000; tries++) {
+    const char *last = strrchr(name, '/');
+    if (mprof_fsout_publish(&o, last != NULL ? last + 1 : name, false) == 0) break;
+    ok = errno == EEXIST && next_name(kind, name, len);
+  }
+  if (ok && o.tmp[0] != '\0') {             /* every name taken */
+    ok = false;
+    errno = EEXIST;
+  }
+  if (ok && (kind == 'p' || kind == 'i' || kind == 'u')) mprof_retain(kind, o.dir);
+  mprof_fsout_end(&o);
+  return ok;
+}
+
+/* A dump from the API: to path; to fd when path is NULL and fd >= 0; else automatically named (kind m).
+ * The objects first, holding no lock; then the rest under dump_lock.  The guard is up throughout:
+ * nothing here is sampled (and nothing here allocates). */
 static bool dump_api(const char *path, int fd)
 {
+  char name[4096];
   dump_shield_t shield;
   shield_up(&shield);
   size_t countdown = mprof_guard_enter();
@@ -154,7 +205,9 @@ static bool dump_api(const char *path, int fd)
   bool ok = mprof_lazy_load(MPROF_LAZY_PPROF) && mprof_objects_take(&objs);
   if (ok) {
     pthread_mutex_lock(&dump_lock);
-    ok = path != NULL ? write_path_locked(path, &objs, 'm') : write_locked(fd, &objs, 'm');
+    if (path != NULL) ok = write_path_locked(path, &objs);
+    else if (fd >= 0) ok = write_locked(fd, &objs, 'm');
+    else ok = write_auto_locked('m', &objs, name, sizeof name);
     pthread_mutex_unlock(&dump_lock);
     int err = errno;
     mprof_objects_release(&objs);
@@ -174,54 +227,24 @@ bool mi_prof_dump_fd(int fd)
   return dump_api(NULL, fd);
 }
 
-/* The next free <prefix>.<pid>.<seq>.<kind>.pb.gz: a name already there (left by the program this one
- * replaced with execve, under the same pid) is skipped, never overwritten. */
-static bool auto_name(char kind, char *out, size_t len)
-{
-  for (int tries = 0; tries < 10000; tries++) {
-    uint64_t seq = __atomic_fetch_add(&dump_seq, 1, __ATOMIC_RELAXED);
-    int n = snprintf(out, len, "%s.%d.%llu.%c.pb.gz", mprof_option_str(MPROF_OPT_PREFIX), (int)getpid(),
-                     (unsigned long long)seq, kind);
-    if (n <= 0 || (size_t)n >= len) return false;
-    if (access(out, F_OK) != 0) return true;
-  }
-  return false;
-}
-
 bool mi_prof_dump(const char *path)
 {
-  char name[4096];
-  if (path == NULL) {
-    if (!auto_name('m', name, sizeof name)) {
-      errno = ENAMETOOLONG;
-      return false;
-    }
-    path = name;
+  if (path == NULL && mprof_options_secure()) {   /* the working directory is the caller's, not ours */
+    errno = EPERM;
+    return false;
   }
   return dump_api(path, -1);
 }
 
-/* An automatic dump (dump_lock held), written as <name>.tmp and renamed when complete.  objs NULL: they
- * could not be copied (ENOMEM).  Failures are said once on stderr: the program is never disturbed. */
+/* An automatic dump (dump_lock held).  objs NULL: they could not be copied (ENOMEM).  Failures are said
+ * once on stderr: the program is never disturbed. */
 static void auto_locked(char kind, const mprof_objects_t *objs)
 {
-  char name[4096], tmp[4096 + 8];
-  bool ok = false;
+  char name[4096];
   name[0] = '\0';
-  if (objs == NULL) {
-    errno = ENOMEM;
-  } else if (!auto_name(kind, name, sizeof name)) {
-    errno = ENAMETOOLONG;
-  } else {
-    snprintf(tmp, sizeof tmp, "%s.tmp", name);
-    if (write_path_locked(tmp, objs, kind)) {
-      ok = rename(tmp, name) == 0;
-      int err = errno;
-      if (!ok) unlink(tmp);
-      else if (kind == 'p' || kind == 'i' || kind == 'u') mprof_retain(kind);
-      errno = err;
-    }
-  }
+  bool ok = false;
+  if (objs == NULL) errno = ENOMEM;
+  else ok = write_auto_locked(kind, objs, name, sizeof name);
   int err = errno;
   if (!ok && mprof_warn_once_claim(&write_failure_said))
     mprof_warn("cannot write heap profile %s: %s (%s)", name[0] != '\0' ? name : mprof_option_str(MPROF_OPT_PREFIX),

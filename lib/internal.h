@@ -64,6 +64,7 @@ extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
 #if MPROF_PPROF
 
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "mimalloc-prof.h"
 
@@ -131,6 +132,9 @@ const char *mprof_option_str(mprof_option_t id);
  * (why: a phrase such as "is not a byte count", to follow the value), -1 no option has that name.
  * For the mimalloc-prof command, which compiles options.c in; needs no initialisation, allocates nothing. */
 int         mprof_option_parse(const char *name, const char *text, uint64_t *value, char *why, size_t why_len);
+/* Secure mode: the kernel set AT_SECURE (a set-user-ID or set-group-ID program, or one that gained
+ * capabilities at exec).  Then no MIMALLOC_PROF_* variable is read: every option keeps its default. */
+bool        mprof_options_secure(void);
 
 /* "warn.c" */
 void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -272,10 +276,14 @@ static inline void mprof_guard_leave(size_t countdown)
 }
 
 void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t seed);
-void mprof_sampler_postfork_child(void);
+void mprof_sampler_prefork(void);
+bool mprof_sampler_postfork_child(void);
 extern bool mprof_frozen;   /* a fork child that may have inherited half-done tables: no more sampling */
 uint64_t mprof_sampler_slow_path_calls(void);
 void     mprof_sampler_reset_calls(void);
+/* 64 bits nobody else can predict (getrandom(2), else a mix of clocks, ids and addresses); seeds and the
+ * temporary files' names.  Async-signal-safe. */
+uint64_t mprof_random64(void);
 bool     mprof_take_sample(mprof_tls_t *t, size_t size, size_t before);          /* guard up */
 void    *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r);
 mi_heap_t *mprof_sample_heap(const mprof_req_t *r);   /* the heap a sampled block belongs to */
@@ -509,8 +517,49 @@ bool mprof_api_control_start(size_t sample_rate);
 bool mprof_api_control_stop(void);
 bool mprof_api_control_reset(void);
 
-/* "retain.c": MIMALLOC_PROF_KEEP, the newest automatic profiles of a kind (dump_lock held) */
-void mprof_retain(char kind);
+/* "retain.c": MIMALLOC_PROF_KEEP, the newest automatic profiles of a kind in the directory `dir` (a
+ * descriptor; dump_lock held) */
+void mprof_retain(char kind, int dir);
+
+/* "fsout.c": everything the library creates or removes in the file system (the rules: fsout.c).  No
+ * function here allocates; all set errno on failure.
+ *
+ * A profile is written to o->fd between one of the openings and mprof_fsout_end: mprof_fsout_create makes
+ * a temporary file `<stem>.<16 hex digits>.tmp` in the directory of `prefix` (its last component is not
+ * used), to be published under a name of that directory; mprof_fsout_open_path opens the path the
+ * program named: in place when it exists (never through a symbolic link: ELOOP), else as a temporary
+ * file beside it, to be published under its name.  mprof_fsout_publish renames the temporary file to
+ * `name` in the directory, replacing what is there only with `replace` (else -1 with EEXIST: the caller
+ * tries another name); nothing to do in place.  mprof_fsout_close closes o->fd (close(2)'s result);
+ * mprof_fsout_end closes what is open and removes the temporary file if it was not published. */
+typedef struct mprof_fsout_s {
+  int   dir;                    /* the directory, O_PATH; -1: none */
+  int   fd;                     /* the file being written; -1: none */
+  bool  in_place;               /* fd is the existing file the program named */
+  char  tmp[256];               /* the temporary file's name in dir; "" when none is left to remove */
+  dev_t tmp_dev;                /* and its identity, checked before removing it */
+  ino_t tmp_ino;
+} mprof_fsout_t;
+
+bool mprof_fsout_create(mprof_fsout_t *o, const char *prefix, const char *stem);
+bool mprof_fsout_open_path(mprof_fsout_t *o, const char *path);
+int  mprof_fsout_publish(mprof_fsout_t *o, const char *name, bool replace);
+int  mprof_fsout_close(mprof_fsout_t *o);
+void mprof_fsout_end(mprof_fsout_t *o);
+/* Whether `name` in `dir` is, without following a link, of `type` (S_IFREG, S_IFSOCK) and owned by our
+ * effective user; the removal of such a name only (unlinkat).  Retention and the control socket. */
+bool mprof_fsout_is_own(int dir, const char *name, unsigned type);
+bool mprof_fsout_remove_own(int dir, const char *name, unsigned type);
+/* The control socket's directory `path`: made 0700 if missing, opened without following a link (O_PATH)
+ * and checked: a directory of our effective user, closed to others (`named`, MIMALLOC_PROF_CONTROL's: to
+ * others' writing).  Its descriptor; or -1 with *why ("is not a directory", ...; "cannot be created" with
+ * mkdir's errno). */
+int  mprof_fsout_private_dir(const char *path, bool named, const char **why);
+/* Binds `sock` to `name` inside the checked directory `dir` (whose path is dir_path), after removing a
+ * socket of ours left there; mode 0600.  Anything else at name stays: EADDRINUSE. */
+bool mprof_fsout_bind(int sock, int dir, const char *dir_path, const char *name);
+/* Removes the socket `name` of ours from the directory dir_path (not through a link), at exit. */
+void mprof_fsout_unbind(const char *dir_path, const char *name);
 
 /* "ctldir.c": where control sockets are (shared with the mimalloc-prof command, which compiles it in).
  * dir: MIMALLOC_PROF_CONTROL's directory, NULL for the default ($XDG_RUNTIME_DIR/mimalloc-prof, else

@@ -3,6 +3,15 @@
  * Read once, by the library constructor, before any thread of ours exists; afterwards the values are
  * only read.  A malformed or out-of-range value never aborts: one warning line names the variable, the
  * value given and the value used instead (the default, or the clipped value for MPROF_CLIP rows).
+ *
+ * Secure mode.  In a process the kernel marks AT_SECURE (set-user-ID, set-group-ID, or capabilities
+ * gained at exec) the environment belongs to whoever started it, not to the program, so none of these
+ * variables is read: every option keeps its default, nothing starts at load, no file, socket, thread or
+ * signal handler comes from them, and only the program's own calls (mi_prof_start, mi_prof_dump with a
+ * path) profile.  If any MIMALLOC_PROF_* variable is set, one fixed warning line says they were ignored:
+ * it names no variable and echoes no value, so it tells the caller only what a failed profile would
+ * tell them anyway, and glibc has opened descriptors 0-2 on /dev/null if the caller closed them
+ * (doc/design.md, "Files and privileges").
  */
 #include "internal.h"
 
@@ -12,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 
 typedef enum {
   OPT_BOOL, OPT_UINT, OPT_BYTES, OPT_UNWINDER, OPT_STRING, OPT_SIGNAL, OPT_SIGNALS, OPT_CONTROL
@@ -218,10 +228,33 @@ static void read_option(mprof_option_t id)
   opt_value[id] = v;
 }
 
+static bool secure;
+
+/* Whether the environment has a variable named MIMALLOC_PROF or MIMALLOC_PROF_*: names only, no value
+ * is looked at. */
+static bool any_set(void)
+{
+  extern char **environ;
+  static const char head[] = "MIMALLOC_PROF";
+  const size_t n = sizeof head - 1;
+  for (char **e = environ; e != NULL && *e != NULL; e++)
+    if (strncmp(*e, head, n) == 0 && ((*e)[n] == '=' || (*e)[n] == '_')) return true;
+  return false;
+}
+
 void mprof_options_init(void)
 {
+  secure = getauxval(AT_SECURE) != 0;
+  if (secure) {
+    if (any_set())
+      mprof_warn("secure mode (a set-user-ID, set-group-ID or capability-gaining program): the MIMALLOC_PROF "
+                 "variables are ignored");
+    return;
+  }
   for (int id = 0; id < MPROF_OPT_COUNT; id++) read_option((mprof_option_t)id);
 }
+
+bool mprof_options_secure(void) { return secure; }
 
 uint64_t mprof_option(mprof_option_t id) { return opt_value[id]; }
 

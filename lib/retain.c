@@ -2,13 +2,16 @@
  * process, only the newest N of each kind stay; older ones are removed.
  *
  * Called after each such profile is renamed into place, with dump_lock held (dump.c), so no other dump of
- * ours renames or removes meanwhile.  The directory of MIMALLOC_PROF_PREFIX is listed with getdents64(2)
- * into a static buffer (opendir allocates, and this runs on the profiler thread, which must not): files
- * named <prefix>.<pid>.<seq>.<kind>.pb.gz of this process and kind are counted, and while there are more
- * than N the one with the lowest sequence number goes.  Listing the directory rather than remembering the
- * names written covers what an earlier program of the same process wrote before it exec'ed this one, and
- * needs no memory per file.  Files being written (.tmp), other kinds (m, f, s) and other processes' files
- * are never touched.
+ * ours renames or removes meanwhile, with the directory the profile went to (a descriptor: the very
+ * directory, whatever its path names by now).  It is listed with getdents64(2) into a static buffer
+ * (opendir allocates, and this runs on the profiler thread, which must not): the regular files of our
+ * effective user named <prefix>.<pid>.<seq>.<kind>.pb.gz of this process and kind are counted, and while
+ * there are more than N the one with the lowest sequence number goes.  Listing the directory rather than
+ * remembering the names written covers what an earlier program of the same process wrote before it
+ * exec'ed this one, and needs no memory per file.  Anything else is never touched, nor counted: files
+ * being written (.tmp), other kinds (m, f, s), other processes' files, and, at a name of the pattern, a
+ * symbolic link, a directory or another user's file (anyone may plant those: fsout.c checks each name
+ * just before its unlinkat(2), which never follows a link).
  */
 #include "internal.h"
 
@@ -16,6 +19,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static _Alignas(8) unsigned char dents[8192];   /* dump_lock */
@@ -49,7 +53,8 @@ static uint64_t count(int dir, const char *base, size_t base_len, const char *pi
     for (ssize_t at = 0; at < got;) {
       const struct dirent64 *e = (const struct dirent64 *)(dents + at);
       uint64_t seq;
-      if (match(e->d_name, base, base_len, pid, pid_len, kind, &seq)) {
+      if (match(e->d_name, base, base_len, pid, pid_len, kind, &seq) &&
+          mprof_fsout_is_own(dir, e->d_name, S_IFREG)) {
         n++;
         if (seq < *oldest) *oldest = seq;
       }
@@ -59,24 +64,21 @@ static uint64_t count(int dir, const char *base, size_t base_len, const char *pi
   return n;
 }
 
-void mprof_retain(char kind)
+void mprof_retain(char kind, int at)
 {
   uint64_t keep = mprof_option(MPROF_OPT_KEEP);
   if (keep == 0) return;
   const char *prefix = mprof_option_str(MPROF_OPT_PREFIX), *slash = strrchr(prefix, '/');
-  char dir_path[4096], pid[24];
   const char *base = slash != NULL ? slash + 1 : prefix;
-  if (slash == NULL) snprintf(dir_path, sizeof dir_path, ".");
-  else if (slash == prefix) snprintf(dir_path, sizeof dir_path, "/");
-  else snprintf(dir_path, sizeof dir_path, "%.*s", (int)(slash - prefix), prefix);
+  char pid[24];
   size_t base_len = strlen(base), pid_len = (size_t)snprintf(pid, sizeof pid, "%d", (int)getpid());
-  int dir = open(dir_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir = openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return;
   uint64_t oldest;
   for (uint64_t n = count(dir, base, base_len, pid, pid_len, kind, &oldest); n > keep; n--) {
     char name[4096];
     int len = snprintf(name, sizeof name, "%s.%s.%llu.%c.pb.gz", base, pid, (unsigned long long)oldest, kind);
-    if (len <= 0 || (size_t)len >= sizeof name || unlinkat(dir, name, 0) != 0) break;
+    if (len <= 0 || (size_t)len >= sizeof name || !mprof_fsout_remove_own(dir, name, S_IFREG)) break;
     if (n - 1 > keep) count(dir, base, base_len, pid, pid_len, kind, &oldest);
   }
   close(dir);

@@ -50,6 +50,17 @@ bool mprof_frozen;
 
 static uint32_t thread_ordinals;   /* last thread ordinal handed out (atomic) */
 static uint64_t slow_path_calls;   /* countdowns that ran out while running (relaxed atomic) */
+/* Fork children draw apart.  A child starts as a copy of its forking thread, generator state included, so
+ * without this every child of one parent would take exactly the same samples (a preforking server's
+ * workers fully correlated).  Each fork gets an index in the parent (prefork); a child forked while a
+ * session runs mixes it into its salt, and every generator seeded for that session in the child mixes
+ * the salt in: the forking thread at once, threads the child starts later when they first sample.  With
+ * a fixed seed a child is reproducible (the same seed and the same order of forks give the same samples).
+ * A session started after the fork is not salted: it samples as in a process no fork made. */
+static uint64_t forks;             /* forks begun by this process (atomic) */
+static uint64_t fork_salt;         /* 0 in a process no running session was forked into */
+static uint64_t fork_salt_word;    /* the session word the salt is for */
+static __thread uint64_t fork_index;
 
 void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t seed)
 {
@@ -60,9 +71,6 @@ void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t se
 
 uint64_t mprof_sampler_slow_path_calls(void) { return __atomic_load_n(&slow_path_calls, __ATOMIC_RELAXED); }
 void mprof_sampler_reset_calls(void) { __atomic_store_n(&slow_path_calls, 0, __ATOMIC_RELAXED); }
-
-/* After fork only the forking thread exists in the child, with its parent's cached thread id. */
-void mprof_sampler_postfork_child(void) { mprof_tls.tid = 0; }
 
 /* ---------------------------------------------------------------------------------------------------
    Random numbers: distances and rounding
@@ -88,20 +96,56 @@ static uint64_t rng_next(mprof_tls_t *t)
 /* Uniform on [0, 1), 53 bits. */
 static double rng_unit(mprof_tls_t *t) { return (double)(rng_next(t) >> 11) * 0x1.0p-53; }
 
-/* Seeds this thread's generator for a new session: from (seed, thread ordinal) when the session has a
- * seed, so a single-threaded program repeats its samples exactly; else from the kernel's entropy. */
-static void rng_seed(mprof_tls_t *t, uint64_t seed)
+/* Seeds this thread's generator for the session `word`: from (seed, thread ordinal, and the fork salt when
+ * the session was forked into this process) when the session has a seed, so a single-threaded program
+ * repeats its samples exactly; else from the kernel's entropy. */
+static void rng_seed(mprof_tls_t *t, uint64_t seed, uint64_t word)
 {
   uint64_t x;
   if (seed != 0) {
     if (t->ordinal == 0) t->ordinal = __atomic_add_fetch(&thread_ordinals, 1, __ATOMIC_RELAXED);
-    x = splitmix64(seed ^ splitmix64(t->ordinal));
-  } else if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    x = splitmix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uintptr_t)t);
+    x = splitmix64(seed ^ splitmix64(t->ordinal) ^ (word == fork_salt_word ? fork_salt : 0));
+  } else {
+    x = mprof_random64();
   }
   t->rng = x != 0 ? x : 0x853c49e6748fea9bull;   /* xorshift state must not be 0 */
+}
+
+void mprof_sampler_prefork(void) { fork_index = __atomic_add_fetch(&forks, 1, __ATOMIC_RELAXED); }
+
+/* After fork only the forking thread exists in the child, with its parent's cached thread id and sampler
+ * state.  In a running session it forgets its distance (a fresh draw at any point is exact: the marks are
+ * memoryless) and reseeds, salted, at its next allocation.  True then: the caller sends that allocation
+ * to the slow path (countdown 0). */
+bool mprof_sampler_postfork_child(void)
+{
+  uint64_t word = __atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED);
+  __atomic_store_n(&forks, 0, __ATOMIC_RELAXED);
+  mprof_tls.tid = 0;
+  if (!(word & 1)) return false;
+  fork_salt = splitmix64((word == fork_salt_word ? fork_salt : 0) ^ splitmix64(fork_index));
+  fork_salt_word = word;
+  mprof_tls.session = 0;
+  mprof_tls.remaining = 0;
+  return true;
+}
+
+/* The kernel's entropy; where getrandom(2) is refused (ENOSYS under a seccomp filter older than it,
+ * EAGAIN before the pool is ready at boot) both clocks in nanoseconds, the process and thread IDs, a
+ * per-process count and an address on this thread's stack (randomised at exec), mixed: nothing secret,
+ * but nothing another process can know in advance either. */
+uint64_t mprof_random64(void)
+{
+  static uint64_t calls;
+  uint64_t x;
+  if (getrandom(&x, sizeof x, GRND_NONBLOCK) == (ssize_t)sizeof x) return x;
+  struct timespec rt, mono;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  uint64_t n = __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+  x = splitmix64((uint64_t)rt.tv_nsec ^ ((uint64_t)rt.tv_sec << 30) ^ ((uint64_t)getpid() << 42));
+  x = splitmix64(x ^ (uint64_t)mono.tv_nsec ^ ((uint64_t)mono.tv_sec << 32) ^ (uint64_t)(uintptr_t)&rt);
+  return splitmix64(x ^ n * 0x9e3779b97f4a7c15ull ^ (uint64_t)gettid());
 }
 
 /* D = floor(X) for X ~ Exp(rate): the bytes before the next mark.  -log(u) for u uniform on (0, 1]. */
@@ -135,7 +179,7 @@ bool mprof_take_sample(mprof_tls_t *t, size_t size, size_t before)
     t->session = word;
     if (word & 1) {
       t->rate = __atomic_load_n(&mprof_session.rate, __ATOMIC_RELAXED);
-      rng_seed(t, __atomic_load_n(&mprof_session.seed, __ATOMIC_RELAXED));
+      rng_seed(t, __atomic_load_n(&mprof_session.seed, __ATOMIC_RELAXED), word);
       distance = draw_distance(t);                      /* a full distance: no phantom period */
     }
   }

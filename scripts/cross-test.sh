@@ -68,7 +68,7 @@ foreign=
 dbg=
 case $native:$arch in amd64:i386) dbg=libc6-dbg ;; esac
 for p in libmimalloc-dev check libsubunit-dev libprotobuf-c-dev zlib1g-dev libstdc++6 libdw-dev \
-         libdebuginfod-dev libmicrohttpd-dev libjansson-dev $unwind_pkg $dbg; do
+         libdebuginfod-dev libmicrohttpd-dev libiberty-dev libjansson-dev $unwind_pkg $dbg; do
   foreign="$foreign $p:$arch"
 done
 tools="build-essential autoconf automake libtool pkgconf pkgconf:$arch protobuf-c-compiler crossbuild-essential-$arch"

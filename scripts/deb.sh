@@ -14,6 +14,8 @@
 #      `autopkgtest ... -- null`, which installs the three packages (and the tests' dependencies) first:
 #      they stay installed afterwards unless --remove is given too (then the ones that were not
 #      installed before are purged; the tests' dependencies stay).
+# Progress: a line as each step (and each phase of the build) ends, with its duration, and a running count
+# of the Check suite's results while it runs.
 # Last line: "deb: ok" or "deb: FAILED (reason)".  Exit status 0 only on "deb: ok".
 # Environment: DEB_BUILD_OPTIONS is passed to dpkg-buildpackage (e.g. nocheck to skip the Check suite).
 set -u
@@ -49,6 +51,37 @@ done
 [ -z "$cross" ] || [ $test = 0 ] || { echo "deb: --test runs the packages here: not with -a" >&2; usage; }
 [ -z "$cross" ] || arch=$cross
 elapsed() { echo "$(($(date +%s) - start))s"; }
+# step_done NAME T0: one line per step as it ends, with its duration.
+step_done() { echo "deb: $1 done in $(($(date +%s) - $2))s"; }
+# watch_build LOG PID: while dpkg-buildpackage (PID) writes LOG, one line as each of its phases (debhelper's
+# dh_auto_* commands, which dh echoes indented, or their debian/rules overrides) ends, with its duration, and a running count of the Check
+# suite's results (the TAP driver's PASS:/FAIL:/SKIP: lines) every 25 tests or 30 seconds.
+watch_build() {
+  phase= t_phase=$(date +%s) done_n=0 shown_n=0 t_shown=$t_phase
+  while :; do
+    alive=1
+    kill -0 "$2" 2>/dev/null || alive=0
+    now=$(date +%s)
+    cur=$(grep -o -E '^ *(debian/rules override_)?dh_auto_(configure|build|test|install)' "$1" 2>/dev/null \
+          | tail -n 1 | sed 's/.*dh_auto_//')
+    [ $alive = 1 ] || cur=end
+    if [ "$cur" != "$phase" ]; then
+      [ -z "$phase" ] || echo "deb:   $phase: $((now - t_phase))s"
+      phase=$cur t_phase=$now
+    fi
+    if [ "$phase" = test ] || [ $alive = 0 ]; then
+      done_n=$(grep -c -E '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR): ' "$1" 2>/dev/null)
+      if [ "$done_n" != "$shown_n" ] && { [ $((done_n - shown_n)) -ge 25 ] || [ $((now - t_shown)) -ge 30 ] \
+           || [ $alive = 0 ]; }; then
+        failed_n=$(grep -c -E '^(FAIL|XPASS|ERROR): ' "$1" 2>/dev/null)
+        echo "deb:   make check: $done_n tests done, $failed_n failed ($((now - t_phase))s)"
+        shown_n=$done_n t_shown=$now
+      fi
+    fi
+    [ $alive = 1 ] || return 0
+    sleep 2
+  done
+}
 if [ "$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi
 apt_get() { DEBIAN_FRONTEND=noninteractive $sudo apt-get -y -qq -o DPkg::Lock::Timeout=900 -o Dpkg::Use-Pty=0 "$@"; }
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -59,11 +92,13 @@ command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null
 
 tmp=$(mktemp -d /tmp/mimalloc-prof-deb.XXXXXX) || fail "mktemp"
 trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
+build_pid=
+trap '[ -z "$build_pid" ] || kill "$build_pid" 2>/dev/null; exit 130' INT TERM
 mkdir -p "$out" || fail "mkdir $out"
 out=$(cd "$out" && pwd)
 
 # --- 1. dependencies -------------------------------------------------------------------------------
+t_step=$(date +%s)
 tools="dpkg-dev debhelper lintian fakeroot build-essential"
 [ $test = 0 ] || tools="$tools autopkgtest"
 missing=
@@ -91,8 +126,10 @@ if [ $test = 1 ]; then
     /usr/local/lib/*/pkgconfig/mimalloc-prof.pc 2>/dev/null | tr '\n' ' ')
   [ -z "$shadow" ] || fail "remove the /usr/local copies first, they shadow the packages: $shadow"
 fi
+step_done "dependencies" "$t_step"
 
 # --- 2. a copy of the working tree -----------------------------------------------------------------
+t_step=$(date +%s)
 version=$(dpkg-parsechangelog -l debian/changelog -S Version) || fail "dpkg-parsechangelog"
 src=$tmp/mimalloc-prof-${version%%-*}
 mkdir -p "$src"
@@ -106,14 +143,19 @@ git ls-files -z --cached --others --exclude-standard \
   | tar --null -T - -cf - | tar -xf - -C "$src" || fail "copying the working tree"
 # The autopkgtest runner gets the tree as it is before the build (it only reads debian/).
 cp -a "$src" "$tmp/tests-src" || fail "copying the tree for autopkgtest"
+step_done "copy of the tree" "$t_step"
 
 # --- 3. build --------------------------------------------------------------------------------------
+t_step=$(date +%s)
 a_flag=${cross:+-a$cross}
 echo "deb: dpkg-buildpackage -us -uc -b${a_flag:+ $a_flag} (log: ${out#$top/}/build.log) ..."
 jobs=$(nproc 2>/dev/null || echo 1)
 # shellcheck disable=SC2086
-if ! (cd "$src" && TMPDIR=$tmp DPKG_GENSYMBOLS_CHECK_LEVEL=4 dpkg-buildpackage -us -uc -b $a_flag -j"$jobs") \
-    >"$out/build.log" 2>&1; then
+(cd "$src" && TMPDIR=$tmp DPKG_GENSYMBOLS_CHECK_LEVEL=4 dpkg-buildpackage -us -uc -b $a_flag -j"$jobs") \
+  >"$out/build.log" 2>&1 &
+build_pid=$!
+watch_build "$out/build.log" "$build_pid"
+if ! wait "$build_pid"; then
   # The Check suite's failures, or else the end of the log.
   if grep -q -E '^(FAIL|ERROR):' "$out/build.log"; then
     grep -E '^(FAIL|ERROR):' "$out/build.log" | sort -u | head -n 40
@@ -133,8 +175,10 @@ for p in $pkgs; do
   debs="$debs $out/${p}_${version}_$arch.deb"
   [ -f "$out/${p}_${version}_$arch.deb" ] || fail "no ${p}_${version}_$arch.deb"
 done
+step_done "build (dpkg-buildpackage)" "$t_step"
 
 # --- 4. lintian ------------------------------------------------------------------------------------
+t_step=$(date +%s)
 # TMPDIR: lintian leaves MLDBM scratch files behind; keep them in $tmp.
 TMPDIR=$tmp lintian -I --pedantic "$out/$changes_name" >"$out/lintian.log" 2>"$tmp/lintian.err"
 lrc=$?
@@ -147,9 +191,11 @@ tags=$(grep -c -E '^[A-Z]: ' "$out/lintian.log")
 echo "deb: lintian -I --pedantic: 0 tags"
 echo "deb: built in ${out#$top/}/:"
 for f in $debs; do echo "deb:   ${f##*/}"; done
+step_done "lintian" "$t_step"
 
 # --- 5. the autopkgtests, by the real runner on this machine ---------------------------------------
 if [ $test = 1 ]; then
+  t_step=$(date +%s)
   installed_before=
   for p in $pkgs; do installed "$p" && installed_before="$installed_before $p"; done
   echo "deb: autopkgtest (null testbed: installs the packages here; log: ${out#$top/}/autopkgtest/log) ..."
@@ -183,6 +229,7 @@ if [ $test = 1 ]; then
       fail "autopkgtest exited with $arc"
     fi
   fi
+  step_done autopkgtest "$t_step"
 fi
 
 # --- 6. done ---------------------------------------------------------------------------------------

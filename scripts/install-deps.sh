@@ -4,7 +4,8 @@
 set -eu
 pkgs="build-essential autoconf automake libtool pkgconf libmimalloc-dev libunwind-dev check libsubunit-dev
       protobuf-c-compiler libprotobuf-c-dev zlib1g-dev python3 golang-go valgrind sqlite3 perl
-      libdw-dev libdebuginfod-dev debuginfod libjansson-dev chromium python3.11-dbg libmicrohttpd-dev curl"
+      libdw-dev libdebuginfod-dev debuginfod libjansson-dev chromium python3.11-dbg libmicrohttpd-dev curl
+      libiberty-dev"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

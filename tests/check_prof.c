@@ -1,17 +1,28 @@
 /* check_prof.c - runs every suite; results go out as TAP (CK_TAP_LOG_FILE_NAME=- under make check).
  *
  * Skipped tests: Check has no skip, so a test that skips (MPROF_TEST_SKIP) records its name and reason
- * in a file shared by the forked test processes, returns (Check counts a pass), and the TAP that Check
- * wrote is copied to stdout with those lines turned into "ok N - NAME # SKIP reason". */
+ * in a file shared by the forked test processes, returns (Check counts a pass), and its TAP line is
+ * turned into "ok N - NAME # SKIP reason" on the way to stdout.
+ *
+ * The TAP goes out as each test ends (automake's driver shows each result at once, scripts/deb.sh counts
+ * them): Check writes it into a pipe, one flushed line per test, and a reader process copies it to
+ * stdout.  A process, not a thread: Check forks every test from this process, and a thread here would
+ * make every test start in a child of a multi-threaded process, which the library treats differently at
+ * fork.  The test's skip record is written before its process ends, so before Check writes its line. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "suites.h"
 
 static int skip_fd = -1;   /* records "NAME<TAB>REASON<NL>", appended by the test processes */
+
+/* The reader stops at this line, which the runner writes after Check closed its end: a test's leftover
+ * process may hold the pipe open for longer. */
+static const char tap_end[] = "# check_prof: end\n";
 
 void mprof_test_skip(const char *fn, const char *reason)
 {
@@ -39,40 +50,56 @@ static const char *skip_reason(const char *tap, const char *skips)
   return NULL;
 }
 
-/* Copies the TAP file to stdout, skipped tests marked. */
-static void copy_tap(FILE *tap, FILE *skips_file)
+/* The reader: copies the TAP from `tap` to stdout line by line, skipped tests marked, until tap_end. */
+static _Noreturn void copy_tap(FILE *tap)
 {
   static char skips[1 << 16];
-  size_t n = fread(skips, 1, sizeof skips - 1, skips_file);
-  skips[n] = '\0';
   char line[4096];
-  while (fgets(line, sizeof line, tap) != NULL) {
+  while (fgets(line, sizeof line, tap) != NULL && strcmp(line, tap_end) != 0) {
+    ssize_t n = pread(skip_fd, skips, sizeof skips - 1, 0);
+    skips[n > 0 ? n : 0] = '\0';
     const char *reason = skip_reason(line, skips);
     if (reason == NULL) {
       fputs(line, stdout);
-      continue;
+    } else {
+      const char *end = strstr(line, ": Passed");
+      printf("%.*s # SKIP %.*s\n", (int)(end - line), line, (int)strcspn(reason, "\n"), reason);
     }
-    const char *end = strstr(line, ": Passed");
-    printf("%.*s # SKIP %.*s\n", (int)(end - line), line, (int)strcspn(reason, "\n"), reason);
+    fflush(stdout);
   }
-  fflush(stdout);
+  _exit(0);
 }
 
 int main(void)
 {
-  /* Check's TAP goes through a file when it was asked for on stdout. */
-  char tap_path[] = "/tmp/check_prof-tap.XXXXXX", skips_path[] = "/tmp/check_prof-skips.XXXXXX";
+  /* Check's TAP goes through a pipe to the reader when it was asked for on stdout. */
+  char skips_path[] = "/tmp/check_prof-skips.XXXXXX", tap_path[32];
   const char *tap_env = getenv("CK_TAP_LOG_FILE_NAME");
-  int tap_fd = -1;
+  int tap_pipe[2] = {-1, -1};
+  pid_t reader = -1;
   if (tap_env != NULL && strcmp(tap_env, "-") == 0) {
-    tap_fd = mkstemp(tap_path);
     skip_fd = mkstemp(skips_path);
-    if (tap_fd < 0 || skip_fd < 0) {
-      perror("check_prof: mkstemp");
+    if (skip_fd < 0 || pipe(tap_pipe) != 0) {
+      perror("check_prof: mkstemp, pipe");
       return EXIT_FAILURE;
     }
     unlink(skips_path);
     (void)fcntl(skip_fd, F_SETFL, O_APPEND);
+    (void)fcntl(tap_pipe[1], F_SETFD, FD_CLOEXEC);          /* not into the programs tests run */
+    fflush(stdout);
+    reader = fork();
+    if (reader < 0) {
+      perror("check_prof: fork");
+      return EXIT_FAILURE;
+    }
+    if (reader == 0) {
+      close(tap_pipe[1]);
+      FILE *tap = fdopen(tap_pipe[0], "r");
+      if (tap == NULL) _exit(1);
+      copy_tap(tap);
+    }
+    close(tap_pipe[0]);
+    snprintf(tap_path, sizeof tap_path, "/dev/fd/%d", tap_pipe[1]);
   }
 
   SRunner *sr = srunner_create(alloc_suite());
@@ -98,27 +125,29 @@ int main(void)
   srunner_add_suite(sr, profiler_suite());
   srunner_add_suite(sr, control_suite());
   srunner_add_suite(sr, periodic_suite());
+  srunner_add_suite(sr, security_suite());
   srunner_add_suite(sr, tool_cli_suite());
   srunner_add_suite(sr, tool_run_suite());
   srunner_add_suite(sr, tool_report_suite());
+  srunner_add_suite(sr, tool_hostile_suite());
   srunner_add_suite(sr, symbolize_suite());
   srunner_add_suite(sr, tool_flame_suite());
   srunner_add_suite(sr, tool_service_suite());
+  srunner_add_suite(sr, tool_access_suite());
 #else
   srunner_add_suite(sr, disabled_suite());
 #endif
-  if (tap_fd >= 0) srunner_set_tap(sr, tap_path);
+  if (reader > 0) srunner_set_tap(sr, tap_path);
   srunner_run_all(sr, CK_ENV);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
-  if (tap_fd >= 0) {
-    FILE *tap = fdopen(tap_fd, "r"), *skips = fdopen(skip_fd, "r");
-    unlink(tap_path);
-    if (tap == NULL || skips == NULL || fseek(skips, 0, SEEK_SET) != 0) {
-      perror("check_prof: reading the results back");
+  if (reader > 0) {
+    int status;
+    if (write(tap_pipe[1], tap_end, sizeof tap_end - 1) != (ssize_t)sizeof tap_end - 1 ||
+        waitpid(reader, &status, 0) != reader || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "check_prof: the TAP reader failed\n");
       return EXIT_FAILURE;
     }
-    copy_tap(tap, skips);
   }
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

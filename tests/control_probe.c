@@ -15,16 +15,26 @@
  *                       writes to the pipe and reads it back: "closed ok"
  *   fork                forks a child that allocates and exits through exit(3); "child STATUS"
  *   pid                 "pid PID"
+ *   exhaustfds          lowers its RLIMIT_NOFILE to 64 and opens /dev/null until open fails, so that the
+ *                       library can accept no connection: "exhausted"
+ *   releasefds          closes those and restores the limit: "released"
+ *   impostor            puts a listening socket of its own (backlog 0) at the control socket's path,
+ *                       MIMALLOC_PROF_CONTROL/PID.sock, in place of the library's: "impostor listening"
+ *   answer FILE         accepts one connection there, reads its request frame and replies with a frame
+ *                       whose text is FILE's bytes, as a hostile process would: "answered REQUEST"
  * and at the end of stdin frees everything and prints "allocations ok".  Failures it cannot report
  * otherwise: "control_probe: ..." on stderr and exit status 1 (stderr otherwise belongs to the library).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,6 +108,64 @@ static void close_fds(void)
     die("the program's own pipe");
 }
 
+static int spent_fds[64], n_spent = -1;              /* -1: not exhausted */
+static struct rlimit nofile;
+
+static void exhaust_fds(void)
+{
+  struct rlimit low;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0) die("getrlimit");
+  low = (struct rlimit){64, nofile.rlim_max};
+  if (setrlimit(RLIMIT_NOFILE, &low) != 0) die("setrlimit");
+  n_spent = 0;
+  for (int fd; n_spent < 64 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;)
+    spent_fds[n_spent++] = fd;
+  if (errno != EMFILE) die("not out of descriptors");
+}
+
+static void release_fds(void)
+{
+  for (int i = 0; i < n_spent; i++) close(spent_fds[i]);
+  n_spent = -1;
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) die("setrlimit");
+}
+
+static int impostor_fd = -1;
+
+static void impostor(void)
+{
+  const char *dir = getenv("MIMALLOC_PROF_CONTROL");
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  if (dir == NULL || dir[0] != '/') die("impostor: MIMALLOC_PROF_CONTROL is not a directory");
+  snprintf(a.sun_path, sizeof a.sun_path, "%s/%d.sock", dir, (int)getpid());
+  impostor_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (impostor_fd < 0 || unlink(a.sun_path) != 0 || bind(impostor_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      listen(impostor_fd, 0) != 0)
+    die("impostor socket");
+}
+
+/* Answers one connection to the impostor's socket with the bytes of file `path`; the request's text. */
+static const char *answer(const char *path, char *request, size_t len)
+{
+  static unsigned char text[1 << 16];
+  unsigned char head[4];
+  FILE *f = fopen(path, "rb");
+  size_t n = f != NULL ? fread(text, 1, sizeof text, f) : 0;
+  if (f == NULL || ferror(f) || !feof(f)) die("answer: the reply's file");
+  fclose(f);
+  int c = accept4(impostor_fd, NULL, NULL, SOCK_CLOEXEC);
+  if (c < 0 || recv(c, head, 4, MSG_WAITALL) != 4) die("answer: accept, the request's length");
+  size_t want = (size_t)head[0] << 24 | (size_t)head[1] << 16 | (size_t)head[2] << 8 | head[3];
+  if (want >= len || recv(c, request, want, MSG_WAITALL) != (ssize_t)want) die("answer: the request");
+  request[want] = '\0';
+  head[0] = (unsigned char)(n >> 24), head[1] = (unsigned char)(n >> 16), head[2] = (unsigned char)(n >> 8);
+  head[3] = (unsigned char)n;
+  if (send(c, head, 4, MSG_NOSIGNAL) != 4 || send(c, text, n, MSG_NOSIGNAL) != (ssize_t)n)
+    die("answer: send");
+  close(c);
+  return request;
+}
+
 int main(void)
 {
   char line[256];
@@ -130,6 +198,19 @@ int main(void)
       printf("child %d\n", status);
     } else if (strcmp(line, "pid\n") == 0) {
       printf("pid %d\n", (int)getpid());
+    } else if (strcmp(line, "exhaustfds\n") == 0) {
+      exhaust_fds();
+      printf("exhausted\n");
+    } else if (strcmp(line, "releasefds\n") == 0) {
+      release_fds();
+      printf("released\n");
+    } else if (strcmp(line, "impostor\n") == 0) {
+      impostor();
+      printf("impostor listening\n");
+    } else if (strncmp(line, "answer ", 7) == 0) {
+      char request[256];
+      line[strcspn(line, "\n")] = '\0';
+      printf("answered %s\n", answer(line + 7, request, sizeof request));
     } else {
       die("unknown command");
     }

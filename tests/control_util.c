@@ -3,10 +3,14 @@
 #include "control_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,4 +162,115 @@ uint64_t control_stat(const control_reply_t *stats, const char *key)
   }
   ck_abort_msg("no '%s' in the stats:\n%s", key, stats->frame);
   return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The command's services
+--------------------------------------------------------------------------------------------------- */
+
+probe_child_t service_probe_start(const char *dir, bool sampling)
+{
+  char control[PATH_MAX + 32];
+  snprintf(control, sizeof control, "MIMALLOC_PROF_CONTROL=%s", dir);
+  const char *vars[] = {control, "MIMALLOC_PROF_SAMPLE_RATE=4096", sampling ? "MIMALLOC_PROF=1" : NULL, NULL};
+  return control_probe_start(vars, NULL);
+}
+
+const char *pid_text(pid_t pid)
+{
+  static char buf[16];
+  snprintf(buf, sizeof buf, "%d", (int)pid);
+  return buf;
+}
+
+probe_child_t serve_start(const char *const *args, char *url, size_t len)
+{
+  const char *command[16] = {probe_getenv("MPROF_TEST_TOOL")};
+  for (size_t i = 0; args[i] != NULL; i++) {
+    ck_assert_uint_lt(i + 2, sizeof command / sizeof command[0]);
+    command[i + 1] = args[i];
+  }
+  return serve_start_as(command, NULL, url, len);
+}
+
+probe_child_t serve_start_as(const char *const *command, const char *const *env, char *url, size_t len)
+{
+  probe_opts_t o = {.env = env, .watchdog_s = CONTROL_WATCHDOG_S};
+  probe_child_t s = probe_start(command[0], command + 1, &o);
+  char line[256];
+  size_t n = 0;
+  while (n == 0 || line[n - 1] != '\n') {
+    ck_assert_msg(read(s.out, line + n, 1) == 1, "serve ended before it listened");
+    ck_assert_uint_lt(++n, sizeof line);
+  }
+  line[n - 1] = '\0';
+  ck_assert_msg(strncmp(line, "listening on http://", 20) == 0, "%s", line);
+  snprintf(url, len, "%s", line + 13);
+  return s;
+}
+
+void serve_stop(probe_child_t *s)
+{
+  ck_assert_int_eq(kill(s->pid, SIGTERM), 0);
+  probe_run_t r = probe_finish(s);
+  probe_assert_exit0(&r, "serve");
+  probe_run_free(&r);
+}
+
+long curl_status(const char *const *wrapper, const char *url, const char *out, const char *const *more)
+{
+  const char *args[32], *base[] = {"-sS", "-o", out != NULL ? out : "/dev/null", "-w", "%{http_code}"};
+  size_t n = 0;
+  for (size_t i = 1; wrapper != NULL && wrapper[i] != NULL; i++) args[n++] = wrapper[i];
+  if (wrapper != NULL) args[n++] = "/usr/bin/curl";
+  for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) args[n++] = base[i];
+  for (size_t i = 0; more != NULL && more[i] != NULL; i++) {
+    ck_assert_uint_lt(n + 2, sizeof args / sizeof args[0]);
+    args[n++] = more[i];
+  }
+  args[n++] = url;
+  args[n] = NULL;
+  probe_run_t r = probe_run(wrapper != NULL ? wrapper[0] : "/usr/bin/curl", args, NULL);
+  ck_assert_msg(WIFEXITED(r.status), "curl %s: status %d", url, r.status);
+  long code = strtol(r.out, NULL, 10);              /* 000, and curl's exit status 52 or 56, without one */
+  probe_run_free(&r);
+  return code;
+}
+
+probe_run_t go_pprof_url(const char *dir, const char *const *args)
+{
+  char home[PATH_MAX + 8], tmp[PATH_MAX + 16];
+  snprintf(home, sizeof home, "HOME=%s", dir);
+  snprintf(tmp, sizeof tmp, "PPROF_TMPDIR=%s", dir);
+  const char *argv[8] = {"tool", "pprof"};
+  for (size_t i = 0; args[i] != NULL && i < 5; i++) argv[i + 2] = args[i];
+  const char *env[] = {home, tmp, "TZ=UTC", NULL};
+  probe_opts_t o = {.env = env, .watchdog_s = CONTROL_WATCHDOG_S};
+  probe_run_t r = probe_run("/usr/bin/go", argv, &o);
+  probe_assert_exit0(&r, "go tool pprof");
+  return r;
+}
+
+const char *control_copy_into(const char *src, const char *dir, char *buf, size_t len)
+{
+  const char *name = strrchr(src, '/');
+  int n = snprintf(buf, len, "%s%s", dir, name != NULL ? name : "/");
+  ck_assert(name != NULL && n > 0 && (size_t)n < len);
+  int in = open(src, O_RDONLY | O_CLOEXEC), out = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+  ck_assert_msg(in >= 0 && out >= 0, "copying %s to %s: %s", src, buf, strerror(errno));
+  ssize_t r;
+  while ((r = copy_file_range(in, NULL, out, NULL, 1 << 20, 0)) > 0) continue;
+  ck_assert_msg(r == 0, "copying %s: %s", src, strerror(errno));
+  close(in);
+  close(out);
+  return buf;
+}
+
+const char *passable_dir(char *buf, size_t len, const char *tag)
+{
+  int n = snprintf(buf, len, "/tmp/mprof-%s-XXXXXX", tag);
+  ck_assert(n > 0 && (size_t)n < len);
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+  ck_assert_int_eq(chmod(buf, 0711), 0);
+  return buf;
 }

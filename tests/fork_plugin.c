@@ -2,8 +2,8 @@
  * (test_profiler.c, profiler_fork_in_constructor; loaded by tests/pprof_probe's forkplugin mode).
  *
  * A constructor runs inside dlopen(), which holds the dynamic loader's lock (dl_load_lock) meanwhile.
- * MPROF_TEST_FIFO_FD is the read end of a FIFO that is the dump's temporary file; its buffer is 4 KiB, so
- * a dump larger than that waits in write(2) until this reads, holding dump_lock.  The constructor waits
+ * MPROF_TEST_FIFO_FD is the read end of the FIFO the dump writes to (tests/dump_shim); its buffer is 4 KiB,
+ * so a dump larger than that waits in write(2) until this reads, holding dump_lock.  The constructor waits
  * until the dump's first bytes arrive (the dump has begun), forks, lets the child write a profile of its
  * own (MPROF_TEST_CHILD_DUMP) and waits for it, notes whether the dump was still unfinished (not yet
  * renamed to MPROF_TEST_FINAL_NAME), then reads the dump to its end into MPROF_TEST_DRAIN.  Nothing here

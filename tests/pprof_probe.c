@@ -30,8 +30,8 @@
  *                           test looks at /proc, or sends signals, meanwhile)
  *   own_term replace|chain  installs its own SIGTERM handler, which replaces the library's or calls it too;
  *                           "ready"; after the signal "handled 1"; with chain, waits for the final profile
- *   forkplugin N            N distinct live stacks; the first automatic dump's temporary file made a FIFO
- *                           (4 KiB buffer) that this program reads; raise(SIGUSR2); dlopen of
+ *   forkplugin N            N distinct live stacks; the FIFO MPROF_TEST_DUMP_FIFO (4 KiB buffer), which
+ *                           tests/dump_shim makes the first signal dump write to; raise(SIGUSR2); dlopen of
  *                           MPROF_TEST_FORK_PLUGIN, whose constructor forks while the dump is written
  *                           (tests/fork_plugin.c); waits until the dump is renamed into place
  *   named_malloc            a thread named like the profiler's calls malloc (tests/nomalloc_shim.c's
@@ -520,15 +520,17 @@ static int mode_forkplugin(int argc, char **argv)
   size_t n = arg_size(argv[2]);
   if (n > MAX_BLOCKS) die("too many blocks");
   const char *prefix = getenv("MIMALLOC_PROF_PREFIX"), *plugin = getenv("MPROF_TEST_FORK_PLUGIN");
-  if (prefix == NULL || plugin == NULL) die("MIMALLOC_PROF_PREFIX or MPROF_TEST_FORK_PLUGIN not set");
+  const char *fifo = getenv("MPROF_TEST_DUMP_FIFO");
+  if (prefix == NULL || plugin == NULL || fifo == NULL)
+    die("MIMALLOC_PROF_PREFIX, MPROF_TEST_FORK_PLUGIN or MPROF_TEST_DUMP_FIFO not set");
   for (size_t i = 0; i < n; i++) blocks[n_blocks++] = distinct_block(i, 64);
-  /* The first automatic dump (sequence 0, kind s) is written to <name>.tmp: make that a FIFO with a 4 KiB
-   * buffer, opened here for reading, so the dump blocks in write(2) until the plugin reads. */
-  char tmp[PATH_MAX], final[PATH_MAX], fd_text[32];
+  /* The first automatic dump (sequence 0, kind s) writes to the FIFO that tests/dump_shim gives it for its
+   * temporary file: made here with a 4 KiB buffer and opened for reading, so the dump blocks in write(2)
+   * until the plugin reads. */
+  char final[PATH_MAX], fd_text[32];
   snprintf(final, sizeof final, "%s.%d.0.s.pb.gz", prefix, (int)getpid());
-  snprintf(tmp, sizeof tmp, "%s.tmp", final);
-  if (mkfifo(tmp, 0600) != 0) die("mkfifo");
-  int fd = open(tmp, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (mkfifo(fifo, 0600) != 0) die("mkfifo");
+  int fd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0 || fcntl(fd, F_SETPIPE_SZ, 4096) < 0) die("FIFO");
   snprintf(fd_text, sizeof fd_text, "%d", fd);
   if (setenv("MPROF_TEST_FIFO_FD", fd_text, 1) != 0 || setenv("MPROF_TEST_FINAL_NAME", final, 1) != 0) die("setenv");
@@ -536,7 +538,7 @@ static int mode_forkplugin(int argc, char **argv)
   if (raise(SIGUSR2) != 0) die("raise");     /* the profiler thread starts the dump */
   if (dlopen(plugin, RTLD_NOW | RTLD_LOCAL) == NULL) die("dlopen");
   wait_files(".s.pb.gz", 1);                 /* renamed into place: the dump is complete */
-  unlink(final);                             /* the FIFO, under its final name */
+  unlink(final);                             /* the empty file the FIFO stood for, under its final name */
   close(fd);
   printf("plugin loaded\n");
   return 0;                                  /* exit: the final profile (MIMALLOC_PROF_FINAL) */

@@ -170,9 +170,9 @@ probe_run_t probe_finish(probe_child_t *child)
   text_add(&text[1], "", 0);
   read_both((const int[2]){child->out, child->err}, text);
   child->in = child->out = child->err = -1;
-  probe_run_t run = {text[0].data, text[1].data, 0, child->pid};
+  probe_run_t run = {text[0].data, text[1].data, 0, child->pid, {0}};
   pid_t w;
-  while ((w = waitpid(child->pid, &run.status, 0)) < 0 && errno == EINTR) continue;
+  while ((w = wait4(child->pid, &run.status, 0, &run.usage)) < 0 && errno == EINTR) continue;
   ck_assert_int_eq(w, child->pid);
   return run;
 }

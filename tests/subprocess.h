@@ -39,6 +39,7 @@ typedef struct probe_run_s {
   char *out, *err;          /* all of stdout and stderr, NUL-terminated (free with probe_run_free) */
   int status;               /* from waitpid */
   pid_t pid;                /* its process id (names of files it wrote may contain it) */
+  struct rusage usage;      /* what it used (wait4): CPU time, ru_maxrss in KiB */
 } probe_run_t;
 
 /* The value of `var`, a path that make check puts in the environment (AM_TESTS_ENVIRONMENT); fails the

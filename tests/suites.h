@@ -38,13 +38,16 @@ Suite *pprof_suite(void);      /* test_pprof.c: the profile format, timestamps, 
 Suite *dump_suite(void);       /* test_dump.c: dumps, triggers, leak report, errors, full budget */
 Suite *profiler_suite(void);   /* test_profiler.c: the profiler thread, final signals, fork under dlopen */
 Suite *control_suite(void);    /* test_control.c: the control socket: requests, peers, fuzzing, descriptors */
+Suite *security_suite(void);   /* test_security.c: secure mode (setuid), planted links, names, -o */
 Suite *periodic_suite(void);   /* test_periodic.c: periodic profiles, retention of p, i and u files */
 Suite *tool_cli_suite(void);   /* test_tool_cli.c: mimalloc-prof's option checks, usage errors, -o DIR */
 Suite *tool_run_suite(void);   /* test_tool_run.c: mimalloc-prof run: signals, final profile */
 Suite *tool_report_suite(void);/* test_tool_report.c: top, tree, diff, merge, folded on known profiles */
+Suite *tool_hostile_suite(void); /* test_tool_hostile.c: every command on hostile profiles, in bounds */
 Suite *symbolize_suite(void);  /* test_symbolize.c: names, lines, inlines: -g, stripped, debuginfod, python3 */
 Suite *tool_flame_suite(void); /* test_tool_flame.c: the flame graph in headless Chromium */
 Suite *tool_service_suite(void); /* test_tool_service.c: ctl, ps, top PID, serve with curl and go tool pprof */
+Suite *tool_access_suite(void);  /* test_tool_access.c: ctl, ps, top PID, serve against hostile peers */
 #else
 Suite *disabled_suite(void);   /* test_disabled.c: the --disable-pprof API */
 #endif

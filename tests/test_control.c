@@ -162,22 +162,6 @@ static int connect_as(uid_t uid, const char *path)
   return WEXITSTATUS(status);
 }
 
-/* Copies file src into dir under its own name, mode 0755, and returns the copy's path in buf. */
-static const char *copy_into(const char *src, const char *dir, char *buf, size_t len)
-{
-  const char *name = strrchr(src, '/');
-  int n = snprintf(buf, len, "%s%s", dir, name != NULL ? name : "/");
-  ck_assert(name != NULL && n > 0 && (size_t)n < len);
-  int in = open(src, O_RDONLY | O_CLOEXEC), out = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-  ck_assert_msg(in >= 0 && out >= 0, "copying %s to %s: %s", src, buf, strerror(errno));
-  ssize_t r;
-  while ((r = copy_file_range(in, NULL, out, NULL, 1 << 20, 0)) > 0) continue;
-  ck_assert_msg(r == 0, "copying %s: %s", src, strerror(errno));
-  close(in);
-  close(out);
-  return buf;
-}
-
 /* Who may use the socket (needs root, to be other users).  The program runs as PROBE_UID with its socket
  * in a directory others may enter: root is served; OTHER_UID is stopped by the socket's mode (0600), and
  * once the test opens the socket to everyone, by the peer check (one "error EACCES" line, then the end),
@@ -187,15 +171,12 @@ START_TEST(control_peer_check)
   if (geteuid() != 0) MPROF_TEST_SKIP("not root, cannot be another user");
   ck_assert_ptr_null(getpwuid(OTHER_UID));
   ck_assert_ptr_null(getpwuid(PROBE_UID));
-  /* Everything PROBE_UID needs lies below a directory of /tmp that others may pass through (0711), not
-   * below TMPDIR, which may be private (scripts/deb.sh gives dpkg-buildpackage a 0700 one), nor beside
-   * the build, which may sit below a directory closed to others (a clone under /root, as on CI machines):
-   * the socket's directory (PROBE_UID's, 0755) and copies of the probe and of the library it links (bin,
+  /* Everything PROBE_UID needs lies below a directory others may pass through (passable_dir): the
+   * socket's directory (PROBE_UID's, 0755) and copies of the probe and of the library it links (bin,
    * LD_LIBRARY_PATH, which comes before the probe's RUNPATH). */
-  char base[] = "/tmp/mprof-peer-XXXXXX", dir[PATH_MAX], bin[PATH_MAX], control[PATH_MAX + 32], path[PATH_MAX],
+  char base[PATH_MAX], dir[PATH_MAX], bin[PATH_MAX], control[PATH_MAX + 32], path[PATH_MAX],
        reuid[32], regid[32], probe[PATH_MAX + 64], lib[PATH_MAX + 64], libpath[PATH_MAX + 32];
-  ck_assert_ptr_nonnull(mkdtemp(base));
-  ck_assert_int_eq(chmod(base, 0711), 0);
+  passable_dir(base, sizeof base, "peer");
   snprintf(dir, sizeof dir, "%s/sock", base);
   snprintf(bin, sizeof bin, "%s/bin", base);
   ck_assert_int_eq(mkdir(dir, 0755), 0);
@@ -206,8 +187,8 @@ START_TEST(control_peer_check)
   snprintf(regid, sizeof regid, "--regid=%u", PROBE_UID);
   Dl_info so;
   ck_assert(dladdr((void *)mi_prof_start, &so) != 0 && so.dli_fname != NULL);
-  copy_into(probe_getenv("MPROF_TEST_CONTROL_PROBE"), bin, probe, sizeof probe);
-  copy_into(so.dli_fname, bin, lib, sizeof lib);
+  control_copy_into(probe_getenv("MPROF_TEST_CONTROL_PROBE"), bin, probe, sizeof probe);
+  control_copy_into(so.dli_fname, bin, lib, sizeof lib);
   set_var(libpath, sizeof libpath, "LD_LIBRARY_PATH", bin);
   probe_child_t c = control_probe_start_at(probe, (const char *const[]){control, libpath, NULL},
                                            (const char *const[]){"/usr/bin/setpriv", reuid, regid, "--clear-groups",

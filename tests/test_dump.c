@@ -362,9 +362,10 @@ START_TEST(dump_cancelled_thread)
 }
 END_TEST
 
-/* A failed dump removes only a file it made: here the path is a symbolic link to /dev/full, which
- * existed before, so after the write fails (ENOSPC) the link must still be there.  (Removing the path
- * after a failure would, for root, delete /dev/full itself, or /dev/stdout, when named directly.) */
+/* A failed dump removes only a file it made: /dev/full existed before, so after the write fails (ENOSPC)
+ * it must still be the device.  (Removing the path after a failure would, for root, delete /dev/full
+ * itself, or /dev/stdout, when named directly.)  A symbolic link to it is not followed at all (ELOOP)
+ * and stays. */
 START_TEST(dump_error_keeps_existing_path)
 {
   if (access("/dev/full", W_OK) != 0) return;          /* no /dev/full: nothing to check */
@@ -372,13 +373,20 @@ START_TEST(dump_error_keeps_existing_path)
   snprintf(link, sizeof link, "%s/full", tmp_dir_make());
   ck_assert_int_eq(symlink("/dev/full", link), 0);
   errno = 0;
-  bool ok = mi_prof_dump(link);
+  bool ok = mi_prof_dump("/dev/full");
   int err = errno;
-  struct stat st;
-  bool kept = lstat(link, &st) == 0 && S_ISLNK(st.st_mode);
+  errno = 0;
+  bool ok_link = mi_prof_dump(link);
+  int err_link = errno;
+  struct stat st, lst;
+  bool kept = stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode);
+  bool kept_link = lstat(link, &lst) == 0 && S_ISLNK(lst.st_mode);
   ck_assert(!ok);
   ck_assert_int_eq(err, ENOSPC);
-  ck_assert_msg(kept, "mi_prof_dump removed %s, a symbolic link to /dev/full it did not create", link);
+  ck_assert_msg(kept, "mi_prof_dump removed /dev/full, which it did not create");
+  ck_assert(!ok_link);
+  ck_assert_int_eq(err_link, ELOOP);
+  ck_assert_msg(kept_link, "mi_prof_dump removed %s, a symbolic link to /dev/full it did not create", link);
 }
 END_TEST
 

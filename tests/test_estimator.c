@@ -216,6 +216,65 @@ START_TEST(estimator_fork_keeps_weight)
 }
 END_TEST
 
+/* Children of one parent sample independently of each other.  A child starts as a copy of the forking
+ * thread, sampler state included; were it kept, every child would take the same samples.  The parent
+ * samples a while (so its state is mid-distance), then forks CHILDREN children that each allocate
+ * CHILD_N blocks of 256 bytes at rate 4096 and send back the change of their allocated estimate and a hash
+ * of which of their allocations were sampled (the observer numbers them).  Independent children: two
+ * equal hashes need two equal sets of ~1,200 sampled indexes out of 20,000 (probability ~0), so all 100
+ * differ; with the copied state all 100 are equal.  Unbiased: the mean of the 100 estimates has variance
+ * var_bytes(CHILD_N, 256, 4096) / 100, and lies within 4 sd of CHILD_N * 256. */
+#define CHILDREN 100
+#define CHILD_N  20000
+
+static uint64_t child_index, child_hash;
+
+static void child_on_sample(void *p, size_t size, size_t weight, size_t rate, uint64_t tid, void *arg)
+{
+  (void)p, (void)size, (void)weight, (void)rate, (void)tid, (void)arg;
+  child_hash = (child_hash ^ child_index) * 0x100000001b3ull;
+}
+
+START_TEST(estimator_fork_children_independent)
+{
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  ck_assert(mi_prof_set_observer(child_on_sample, NULL, NULL));
+  start_seeded(FORK_RATE, seed());
+  for (int i = 0; i < 1000; i++) free(malloc(FORK_SIZE));
+  for (int c = 0; c < CHILDREN; c++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      mi_prof_stats_t a, b;
+      if (!mi_prof_stats(&a, sizeof a)) _exit(1);
+      child_hash = 0xcbf29ce484222325ull;
+      for (child_index = 0; child_index < CHILD_N; child_index++) free(malloc(FORK_SIZE));
+      if (!mi_prof_stats(&b, sizeof b)) _exit(1);
+      uint64_t out[2] = {b.alloc_bytes - a.alloc_bytes, child_hash};
+      _exit(write(fds[1], out, sizeof out) == (ssize_t)sizeof out ? 0 : 1);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      ck_abort_msg("child %d failed", c);
+  }
+  mi_prof_stop();
+  uint64_t got[CHILDREN][2];
+  ck_assert_int_eq(read(fds[0], got, sizeof got), (ssize_t)sizeof got);
+  close(fds[0]), close(fds[1]);
+  int distinct = 0;
+  double sum = 0;
+  for (int c = 0; c < CHILDREN; c++) {
+    int seen = 0;
+    for (int d = 0; d < c; d++) seen |= got[d][1] == got[c][1];
+    distinct += !seen;
+    sum += (double)got[c][0];
+  }
+  ck_assert_int_eq(distinct, CHILDREN);
+  ck_assert_within_4sd("mean alloc bytes of a child", sum / CHILDREN, (double)CHILD_N * FORK_SIZE,
+                       var_bytes(CHILD_N, FORK_SIZE, FORK_RATE) / CHILDREN);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------------
    Samples that cannot be recorded keep their weight
 --------------------------------------------------------------------------------------------------- */
@@ -254,6 +313,7 @@ Suite *estimator_suite(void)
   tcase_add_test(tc, estimator_small_weights_unrounded);
   tcase_add_test(tc, estimator_realloc_in_place);
   tcase_add_test(tc, estimator_fork_keeps_weight);
+  tcase_add_test(tc, estimator_fork_children_independent);
   tcase_add_test(tc, estimator_arena_full_keeps_weight);
   suite_add_tcase(s, tc);
   return s;

@@ -319,8 +319,9 @@ static void wait_data(int fd, const probe_child_t *c)
 
 /* The same signal twice while the final profile is being written (sent to the process group and
  * forwarded by a wrapper, say): the second is held until the profile is written; a third takes effect at
- * once.  The final profile's temporary file is a FIFO with a 4 KiB buffer, so the dump of 4096 distinct
- * stacks (far more than 4 KiB compressed) stays blocked in write(2) until the test reads it. */
+ * once.  The final profile goes to a FIFO with a 4 KiB buffer (tests/dump_shim gives the library the FIFO
+ * for its temporary file), so the dump of 4096 distinct stacks (far more than 4 KiB compressed) stays
+ * blocked in write(2) until the test reads it. */
 /* Waits until a signal sent to pid is no longer pending there (its handler has taken it): standard
  * signals do not queue, so a signal sent while the same one is still pending would merge with it. */
 static void wait_delivered(pid_t pid, int sig)
@@ -344,18 +345,20 @@ static void wait_delivered(pid_t pid, int sig)
 static void final_signals_while_dumping(int signals, bool drain)
 {
   const char *dir = tmp_dir_make();
-  char prefix[PATH_MAX], fifo[PATH_MAX], final[PATH_MAX];
+  char prefix[PATH_MAX], fifo[PATH_MAX], final[PATH_MAX], fifo_var[PATH_MAX + 32], shim[PATH_MAX + 32];
   prefix_var(prefix, sizeof prefix, dir);
-  const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=1", "MIMALLOC_PROF_FINAL_SIGNALS=TERM", prefix,
-                        NULL};
-  probe_child_t c = start_watched(vars, (const char *const[]){"idle", "4096", NULL});
-  wait_ready(&c);
-  snprintf(final, sizeof final, "%s/prof.%d.0.f.pb.gz", dir, (int)c.pid);
-  snprintf(fifo, sizeof fifo, "%s.tmp", final);
+  snprintf(fifo, sizeof fifo, "%s/dump.fifo", dir);
+  set_var(fifo_var, sizeof fifo_var, "MPROF_TEST_DUMP_FIFO", fifo);
+  set_var(shim, sizeof shim, "LD_PRELOAD", probe_getenv("MPROF_TEST_DUMP_SHIM"));
   ck_assert_int_eq(mkfifo(fifo, 0600), 0);
   int fd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_ge(fcntl(fd, F_SETPIPE_SZ, 4096), 0);
+  const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=1", "MIMALLOC_PROF_FINAL_SIGNALS=TERM", prefix,
+                        shim, fifo_var, "MPROF_TEST_DUMP_FIFO_KIND=f", NULL};
+  probe_child_t c = start_watched(vars, (const char *const[]){"idle", "4096", NULL});
+  wait_ready(&c);
+  snprintf(final, sizeof final, "%s/prof.%d.0.f.pb.gz", dir, (int)c.pid);
   ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
   wait_data(fd, &c);                         /* the handler ran; the profiler thread writes */
   for (int i = 1; i < signals; i++) {
@@ -377,7 +380,6 @@ static void final_signals_while_dumping(int signals, bool drain)
   /* Held: the dump finished and was renamed; insisted: killed inside the dump, no final name. */
   ck_assert_int_eq(access(final, F_OK), drain ? 0 : -1);
   close(fd);
-  unlink(drain ? final : fifo);
   probe_run_free(&r);
 }
 
@@ -398,7 +400,8 @@ END_TEST
 --------------------------------------------------------------------------------------------------- */
 
 /* The plugin's constructor (tests/fork_plugin.c) runs under dlopen's loader lock, waits until the profiler
- * thread's signal dump has begun (its first bytes arrive in the FIFO that is the dump's temporary file),
+ * thread's signal dump has begun (its first bytes arrive in the FIFO that tests/dump_shim gives the library
+ * for the dump's temporary file),
  * forks while the dump, larger than the FIFO's 4 KiB, waits in write(2) holding dump_lock, lets the child
  * write a profile of its own, and only then reads the dump.  It must finish, with every unwinder, every
  * time: the dump was still unfinished at the fork (its final name absent afterwards), the child's
@@ -409,15 +412,19 @@ END_TEST
 static void fork_in_constructor_once(const char *unwinder)
 {
   const char *dir = tmp_dir_make();
-  char side[PATH_MAX], prefix[PATH_MAX], unwind[64], child[PATH_MAX + 32], drain[PATH_MAX + 32];
+  char side[PATH_MAX], prefix[PATH_MAX], unwind[64], child[PATH_MAX + 32], drain[PATH_MAX + 32],
+       fifo[PATH_MAX + 32], shim[PATH_MAX + 32];
   snprintf(side, sizeof side, "%s/side", dir);
   ck_assert_int_eq(mkdir(side, 0700), 0);
   prefix_var(prefix, sizeof prefix, dir);
   snprintf(unwind, sizeof unwind, "MIMALLOC_PROF_UNWIND=%s", unwinder);
   snprintf(child, sizeof child, "MPROF_TEST_CHILD_DUMP=%s/child.pb.gz", side);
   snprintf(drain, sizeof drain, "MPROF_TEST_DRAIN=%s/drained.pb.gz", side);
+  snprintf(fifo, sizeof fifo, "MPROF_TEST_DUMP_FIFO=%s/dump.fifo", side);
+  set_var(shim, sizeof shim, "LD_PRELOAD", probe_getenv("MPROF_TEST_DUMP_SHIM"));
   const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=1", "MIMALLOC_PROF_SIGNAL=USR2",
-                        "MIMALLOC_PROF_FINAL=1", unwind, prefix, child, drain, NULL};
+                        "MIMALLOC_PROF_FINAL=1", unwind, prefix, child, drain, shim, fifo,
+                        "MPROF_TEST_DUMP_FIFO_KIND=s", NULL};
   probe_run_t r = run_watched(vars, (const char *const[]){"forkplugin", "4096", NULL});
   probe_assert_exit0(&r, unwinder);
   ck_assert_ptr_nonnull(strstr(r.out, "plugin loaded\n"));
@@ -429,7 +436,7 @@ static void fork_in_constructor_once(const char *unwinder)
   test_profile_free(profile_load(path));
   snprintf(path, sizeof path, "%s/drained.pb.gz", side);
   test_profile_free(profile_load(path));
-  /* The directory holds the final profile (sequence 1; 0 was the signal's, a FIFO the probe removed). */
+  /* The directory holds the final profile (sequence 1; 0 was the signal's, which the probe removed). */
   char want[64];
   snprintf(want, sizeof want, "prof.%d.1.f.pb.gz", (int)r.pid);
   DIR *d = opendir(dir);

@@ -20,21 +20,6 @@
 
 #if MPROF_PPROF
 
-static probe_child_t start_probe_in(const char *dir, bool sampling)
-{
-  char control[PATH_MAX + 32];
-  snprintf(control, sizeof control, "MIMALLOC_PROF_CONTROL=%s", dir);
-  const char *vars[] = {control, "MIMALLOC_PROF_SAMPLE_RATE=4096", sampling ? "MIMALLOC_PROF=1" : NULL, NULL};
-  return control_probe_start(vars, NULL);
-}
-
-static const char *pid_text(pid_t pid)
-{
-  static char buf[16];
-  snprintf(buf, sizeof buf, "%d", (int)pid);
-  return buf;
-}
-
 /* The in-use bytes whose innermost frame is the function `fn`. */
 static int64_t leaf_inuse(const profile_t *p, const char *fn)
 {
@@ -69,7 +54,7 @@ START_TEST(tool_ctl_session)
 {
   char dir[PATH_MAX], out[PATH_MAX];
   tool_tmpdir(dir, sizeof dir);
-  probe_child_t c = start_probe_in(dir, false);
+  probe_child_t c = service_probe_start(dir, false);
   const char *pid = pid_text(c.pid);
   ck_assert_str_eq(control_probe_say(&c, "alloc a 300 4096"), "done a 300");
   probe_run_t r = tool_run((const char *const[]){"ctl", pid, "start", "4k", NULL}, NULL);
@@ -159,7 +144,7 @@ START_TEST(tool_ps_top)
 {
   char dir[PATH_MAX], line[64];
   tool_tmpdir(dir, sizeof dir);
-  probe_child_t c = start_probe_in(dir, true);
+  probe_child_t c = service_probe_start(dir, true);
   const char *pid = pid_text(c.pid);
   ck_assert_str_eq(control_probe_say(&c, "alloc b 400 4096"), "done b 400");
   ck_assert_str_eq(control_probe_say(&c, "alloc a 100 4096"), "done a 100");
@@ -200,53 +185,10 @@ END_TEST
    serve
 --------------------------------------------------------------------------------------------------- */
 
-/* mimalloc-prof serve ARGS..., once it said where it listens: "http://127.0.0.1:PORT/" in url. */
-static probe_child_t serve_start(const char *const *args, char *url, size_t len)
-{
-  probe_opts_t o = {.watchdog_s = 120};
-  probe_child_t s = probe_start(probe_getenv("MPROF_TEST_TOOL"), args, &o);
-  char line[256];
-  size_t n = 0;
-  while (n == 0 || line[n - 1] != '\n') {
-    ck_assert_msg(read(s.out, line + n, 1) == 1, "serve ended before it listened");
-    ck_assert_uint_lt(++n, sizeof line);
-  }
-  line[n - 1] = '\0';
-  ck_assert_msg(strncmp(line, "listening on http://", 20) == 0, "%s", line);
-  snprintf(url, len, "%s", line + 13);
-  return s;
-}
-
-static void serve_stop(probe_child_t *s)
-{
-  ck_assert_int_eq(kill(s->pid, SIGTERM), 0);
-  probe_run_t r = probe_finish(s);
-  probe_assert_exit0(&r, "serve");
-  probe_run_free(&r);
-}
-
 /* curl's status code for URL, the body saved in out (NULL: discarded). */
 static long curl(const char *url, const char *out)
 {
-  probe_run_t r = probe_run("/usr/bin/curl", (const char *const[]){"-sS", "-o", out != NULL ? out : "/dev/null", "-w",
-                                                                   "%{http_code}", url, NULL}, NULL);
-  probe_assert_exit0(&r, "curl");
-  long code = strtol(r.out, NULL, 10);
-  probe_run_free(&r);
-  return code;
-}
-
-static probe_run_t go_pprof_url(const char *dir, const char *const *args)
-{
-  char home[PATH_MAX + 8], tmp[PATH_MAX + 16];
-  snprintf(home, sizeof home, "HOME=%s", dir);
-  snprintf(tmp, sizeof tmp, "PPROF_TMPDIR=%s", dir);
-  const char *argv[8] = {"tool", "pprof"};
-  for (size_t i = 0; args[i] != NULL && i < 5; i++) argv[i + 2] = args[i];
-  probe_opts_t o = {.env = (const char *const[]){home, tmp, "TZ=UTC", NULL}, .watchdog_s = 120};
-  probe_run_t r = probe_run("/usr/bin/go", argv, &o);
-  probe_assert_exit0(&r, "go tool pprof");
-  return r;
+  return curl_status(NULL, url, out, NULL);
 }
 
 /* One process served at the root's paths: two scrapes with curl see the allocations made between them;
@@ -256,7 +198,7 @@ START_TEST(tool_serve_http)
 {
   char dir[PATH_MAX], url[256], u[512], f1[PATH_MAX], f2[PATH_MAX];
   tool_tmpdir(dir, sizeof dir);
-  probe_child_t c = start_probe_in(dir, true);
+  probe_child_t c = service_probe_start(dir, true);
   ck_assert_str_eq(control_probe_say(&c, "alloc a 300 4096"), "done a 300");
   probe_child_t s = serve_start((const char *const[]){"serve", "--listen", "127.0.0.1:0", pid_text(c.pid), NULL},
                                 url, sizeof url);
@@ -313,7 +255,7 @@ START_TEST(tool_serve_several)
 {
   char dir[PATH_MAX], url[256], u[512], f[PATH_MAX];
   tool_tmpdir(dir, sizeof dir);
-  probe_child_t a = start_probe_in(dir, true), b = start_probe_in(dir, true);
+  probe_child_t a = service_probe_start(dir, true), b = service_probe_start(dir, true);
   ck_assert_str_eq(control_probe_say(&a, "alloc a 300 4096"), "done a 300");
   ck_assert_str_eq(control_probe_say(&b, "alloc b 300 4096"), "done b 300");
   char pa[16], pb[16];

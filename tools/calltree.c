@@ -4,9 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t key_hash(uint32_t parent, uint32_t name)
+/* The index slot of (parent, name), keyed (tool_hash): the keys come from the profile, which must not
+ * choose its collisions.  A hash that keeps few bits of the parent puts the nodes of one name into a few
+ * hundred slots, and a deep stack of one repeated frame takes time quadratic in its depth. */
+static size_t key_slot(uint32_t parent, uint32_t name, size_t cap)
 {
-  return ((uint64_t)parent << 32 | name) * 0x9e3779b97f4a7c15ull;
+  return (size_t)tool_hash(tool_hash_key(), (uint64_t)parent << 32 | name) & (cap - 1);
 }
 
 static void index_grow(ctree_t *t)
@@ -15,8 +18,7 @@ static void index_grow(ctree_t *t)
   uint64_t *index = calloc(cap, sizeof *index);
   if (index == NULL) abort();
   for (size_t i = 1; i < t->n; i++) {
-    const ctree_node_t *n = &t->nodes[i];
-    size_t k = (size_t)(key_hash(n->parent, n->name) >> 20) & (cap - 1);
+    size_t k = key_slot(t->nodes[i].parent, t->nodes[i].name, cap);
     while (index[k] != 0) k = (k + 1) & (cap - 1);
     index[k] = i;
   }
@@ -25,10 +27,12 @@ static void index_grow(ctree_t *t)
   t->index_cap = cap;
 }
 
+/* The node for `name` below `parent`, made when there is none.  Node numbers fit 32 bits: a view has
+ * fewer than 2^31 frames (view.c), and each frame makes at most one node. */
 static uint32_t child(ctree_t *t, uint32_t parent, uint32_t name)
 {
   if ((t->n + 1) * 2 > t->index_cap) index_grow(t);
-  size_t k = (size_t)(key_hash(parent, name) >> 20) & (t->index_cap - 1);
+  size_t k = key_slot(parent, name, t->index_cap);
   for (; t->index[k] != 0; k = (k + 1) & (t->index_cap - 1)) {
     const ctree_node_t *n = &t->nodes[t->index[k]];
     if (n->parent == parent && n->name == name) return (uint32_t)t->index[k];
@@ -38,6 +42,7 @@ static uint32_t child(ctree_t *t, uint32_t parent, uint32_t name)
     t->nodes = realloc(t->nodes, t->cap * sizeof *t->nodes);
     if (t->nodes == NULL) abort();
   }
+  if (t->n >= UINT32_MAX) abort();
   uint32_t id = (uint32_t)t->n++;
   ctree_node_t *p = &t->nodes[parent];
   t->nodes[id] = (ctree_node_t){.name = name, .parent = parent, .next_sibling = p->first_child,

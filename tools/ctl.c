@@ -11,8 +11,8 @@
 #include "internal.h"   /* mprof_option_parse */
 
 static const char usage[] =
-  "usage: mimalloc-prof ctl PID start [RATE] | stop | reset | stats\n"
-  "       mimalloc-prof ctl PID dump -o FILE [--no-symbolize]\n"
+  "usage: mimalloc-prof ctl [--timeout SECONDS] PID start [RATE] | stop | reset | stats\n"
+  "       mimalloc-prof ctl [--timeout SECONDS] PID dump -o FILE [--no-symbolize]\n"
   "Control the heap profiling of a running process through its control socket (the process runs with\n"
   "libmimalloc-prof and MIMALLOC_PROF_CONTROL=1).\n"
   "  start [RATE]   start sampling, one allocation per RATE bytes on average (default: the process's\n"
@@ -21,7 +21,9 @@ static const char usage[] =
   "  reset          restart the allocated totals (alloc_space, alloc_objects) from 0\n"
   "  stats          print the process's statistics, one \"key value\" line each\n"
   "  dump -o FILE   write a heap profile of the process to FILE, symbolized (unless --no-symbolize)\n"
-  "Exit status: 0 done; 1 the process refused or could not be asked; 2 usage error.\n"
+  "  --timeout SECONDS  give up when the process has not answered within this time (default 10)\n"
+  "Exit status: 0 done; 1 the process refused, could not be asked, did not answer in time, or is not\n"
+  "the process asked (its socket answers for another); 2 usage error.\n"
   "See mimalloc-prof(1).\n";
 
 int cmd_ctl(int argc, char **argv)
@@ -29,15 +31,19 @@ int cmd_ctl(int argc, char **argv)
   enum { OPT_NOSYM = 0x200 };
   static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
                                        {"no-symbolize", no_argument, NULL, OPT_NOSYM},
-                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+                                       CTL_TIMEOUT_LONG_OPTION, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   const char *out = NULL;
   bool symbolize = true;
-  int c;
+  int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
     switch (c) {
     case 'o': out = optarg; break;
     case OPT_NOSYM: symbolize = false; break;
+    case CTL_OPT_TIMEOUT:
+      if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
+      break;
     case 'h': return tool_help(usage);
     default: return tool_getopt_error(c, argv);
     }
@@ -72,11 +78,11 @@ int cmd_ctl(int argc, char **argv)
   }
   ctl_reply_t r;
   if (ctl_request(pid, text, &r, err, sizeof err) != 0) return tool_error("%s", err);
-  int rc = EXIT_SUCCESS;
+  rc = EXIT_SUCCESS;
   if (!r.ok) {
     rc = tool_error("process %d: %s", (int)pid, ctl_reply_error(&r, why, sizeof why));
   } else if (strcmp(what, "stats") == 0) {
-    fwrite(r.data, 1, r.data_len, stdout);
+    tool_write_escaped(stdout, r.data, r.data_len, true);
   } else if (is_start) {
     const char *line = strstr((const char *)r.data, "sample_rate ");
     printf("process %d: sampling, one allocation per %llu bytes on average\n", (int)pid,

@@ -80,9 +80,9 @@ int cmd_diff(int argc, char **argv)
     return tool_usage_error("expected two profiles, BASE and NEW (got %d)", argc - optind);
   char err[512], why[512];
   profile_t *base = profile_read(argv[optind], err, sizeof err), *new = NULL;
-  if (base == NULL) return tool_error("%s", err);
-  if ((new = profile_read(argv[optind + 1], err, sizeof err)) == NULL) {
+  if (base == NULL || (new = profile_read(argv[optind + 1], err, sizeof err)) == NULL) {
     profile_free(base);
+    view_opts_free(&o);
     return tool_error("%s", err);
   }
   rc = EXIT_SUCCESS;

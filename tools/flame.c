@@ -5,7 +5,9 @@
  * siblings are ordered by size, the largest on the left.  The layout is computed here, so the picture is
  * complete without scripts (any SVG viewer shows it); the embedded script (flame.js, compiled in as a
  * string) adds hover details, zoom and search in a browser.  Frames narrower than 0.1 pixel are left
- * out, with what they hold counted in their caller.
+ * out, with what they hold counted in their caller, and so are all but the widest FLAME_MAX_FRAMES
+ * (262,144: a stack of 100,000 frames is drawn whole): the picture of a hostile profile (stacks of
+ * 60,000 frames, many of them) would be hundreds of megabytes, more than a browser can show.
  */
 #include "tool.h"
 
@@ -22,6 +24,7 @@
 #define TOP          56        /* title, then the details line */
 #define BOTTOM       8
 #define MIN_PX       0.1
+#define FLAME_MAX_FRAMES 262144
 
 static const char usage[] =
   "usage: mimalloc-prof flame [-s TYPE] [--title TEXT] [--focus RE] [--ignore RE] [--fold RE]\n"
@@ -70,14 +73,18 @@ typedef struct layout_s {
   FILE          *f;
   const view_t  *v;
   const ctree_t *t;
+  int64_t        min_value;      /* of a frame drawn */
+  size_t         drawn;
 } layout_t;
 
 /* One frame's rectangle; false when it is too narrow to draw (nor are its callees, then). */
-static bool frame(const layout_t *l, uint32_t id, double x, unsigned depth)
+static bool frame(layout_t *l, uint32_t id, double x, unsigned depth)
 {
   const ctree_node_t *n = &l->t->nodes[id];
   double w = (double)n->value / (double)l->v->total;
-  if (w * (WIDTH - 2 * PAD) < MIN_PX) return false;
+  if (w * (WIDTH - 2 * PAD) < MIN_PX || n->value < l->min_value || l->drawn == FLAME_MAX_FRAMES)
+    return false;
+  l->drawn++;
   const char *name = id == 0 ? "all" : l->v->names[n->name];
   char fill[32], amount[32];
   colour(l->v, id == 0 ? UINT32_MAX : n->name, fill, sizeof fill);
@@ -101,7 +108,29 @@ typedef struct walk_s {
   double   x;                    /* where it starts */
 } walk_t;
 
-static void frames(const layout_t *l)
+static int by_value_down(const void *a, const void *b)
+{
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The smallest value of a frame drawn: the value of the FLAME_MAX_FRAMES-th widest frame when there are
+ * more (a callee is no wider than its caller when values are positive, so the frames at least as wide
+ * make a picture whole from the root down); frames of exactly that value are drawn while fewer than
+ * FLAME_MAX_FRAMES are. */
+static int64_t min_value(const ctree_t *t)
+{
+  if (t->n <= FLAME_MAX_FRAMES) return INT64_MIN;
+  int64_t *values = malloc(t->n * sizeof *values);
+  if (values == NULL) abort();
+  for (size_t i = 0; i < t->n; i++) values[i] = t->nodes[i].value;
+  qsort(values, t->n, sizeof *values, by_value_down);
+  int64_t min = values[FLAME_MAX_FRAMES - 1];
+  free(values);
+  return min;
+}
+
+static void frames(layout_t *l)
 {
   const ctree_node_t *nodes = l->t->nodes;
   walk_t *stack = malloc(((size_t)l->t->max_depth + 2) * sizeof *stack);
@@ -151,8 +180,11 @@ static void write_svg(FILE *f, const view_t *v, const ctree_t *t, const char *ti
              "Search or Ctrl-F to find frames.</text>\n"
              "<text id=\"matched\" x=\"%d\" y=\"%d\" text-anchor=\"end\"></text>\n<g id=\"frames\">\n",
           PAD, WIDTH - PAD, PAD, TOP - 10, WIDTH - PAD, TOP - 10);
-  layout_t l = {f, v, t};
+  layout_t l = {f, v, t, min_value(t), 0};
   if (v->total > 0) frames(&l);
+  if (l.drawn == FLAME_MAX_FRAMES)
+    tool_note("more than %d frames are wide enough to draw: the %d widest are drawn", FLAME_MAX_FRAMES,
+              FLAME_MAX_FRAMES);
   fputs("</g>\n<script type=\"text/ecmascript\"><![CDATA[\n", f);
   fputs(flame_js, f);
   fputs("]]></script>\n</svg>\n", f);
@@ -180,7 +212,10 @@ int cmd_flame(int argc, char **argv)
   if (out == NULL) return tool_usage_error("no output given (-o OUT.svg)");
   const char *path = argv[optind];
   view_t v;
-  if ((rc = view_open(&v, path, &o)) != 0) return rc;
+  if ((rc = view_open(&v, path, &o)) != 0) {
+    view_opts_free(&o);
+    return rc;
+  }
   if (v.total <= 0) view_hint(&v, &o, stderr);
   ctree_t t;
   ctree_build(&t, &v, false);

@@ -5,8 +5,11 @@
  * mapping of the same file (build ID or name, file offset and size) is shared, and the addresses of the
  * later profiles' locations in it move by the difference of the start addresses (each process has its
  * own load address); locations are equal when mapping, address and lines are; samples are equal when
- * their locations are, and their values add up.  The period becomes the largest, the time the earliest.
- * Labels are not kept (the library writes none).
+ * their locations are, and their values add up (saturated at the ends of int64_t).  The period becomes
+ * the largest; the time the earliest start, and the duration reaches the latest end, whatever the order
+ * of the profiles.  Labels are not kept (the library writes none).
+ *
+ * The tables hash with tool_hash, keyed per process: the parts come from profiles that may be hostile.
  */
 #include "tool.h"
 
@@ -40,27 +43,16 @@ struct pbuild_s {
   size_t        n_samples, cap_samples;
   htab_t        sample_ix;
   size_t        n_values;
+  size_t        cap_comments;
   bool          failed;
 };
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdull;
-}
-
-static uint64_t str_hash(const char *s)
-{
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-  return h;
-}
-
-/* Makes room for entry number `n` in an array of pointers. */
+/* Makes room for entry number `n` in an array of pointers (entry numbers fit the index's 32 bits). */
 static bool grow(pbuild_t *b, void *array, size_t *cap, size_t n)
 {
   void ***a = array;
   if (n < *cap) return true;
+  if (n >= UINT32_MAX - 1) return b->failed = true, false;
   size_t c = *cap ? *cap * 2 : 64;
   void **bigger = realloc(*a, c * sizeof(void *));
   if (bigger == NULL) return b->failed = true, false;
@@ -130,7 +122,7 @@ int64_t pb_string(pbuild_t *b, const char *s)
   if (s == NULL) s = "";
   if (!grow(b, &b->strings, &b->cap_strings, b->n_strings) || !htab_reserve(b, &b->string_ix, b->n_strings))
     return 0;
-  uint64_t hv = str_hash(s);
+  uint64_t hv = tool_hash_str(s);
   size_t pos, e = HTAB_FIND(&b->string_ix, hv, strcmp(b->strings[x_], s) == 0, &pos);
   if (e != SIZE_MAX) return (int64_t)e;
   char *copy = strdup(s);
@@ -146,7 +138,8 @@ uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, con
   if (!grow(b, &b->functions, &b->cap_functions, b->n_functions) ||
       !htab_reserve(b, &b->function_ix, b->n_functions))
     return 0;
-  uint64_t hv = mix(mix(mix(mix(1, (uint64_t)n), (uint64_t)sn), (uint64_t)f), (uint64_t)start_line);
+  uint64_t hv = tool_hash(tool_hash(tool_hash_key(), (uint64_t)n), (uint64_t)sn);
+  hv = tool_hash(tool_hash(hv, (uint64_t)f), (uint64_t)start_line);
   size_t pos, e = HTAB_FIND(&b->function_ix, hv,
                             b->functions[x_]->name == n && b->functions[x_]->system_name == sn &&
                               b->functions[x_]->filename == f && b->functions[x_]->start_line == start_line,
@@ -173,7 +166,7 @@ uint64_t pb_mapping(pbuild_t *b, const profile_t *p, const mapping_t *m, int64_t
   if (!grow(b, &b->mappings, &b->cap_mappings, b->n_mappings) || !htab_reserve(b, &b->mapping_ix, b->n_mappings))
     return 0;
   uint64_t key = bid != 0 ? (uint64_t)bid : (uint64_t)file;
-  uint64_t hv = mix(mix(mix(2, key), m->file_offset), size);
+  uint64_t hv = tool_hash(tool_hash(tool_hash(tool_hash_key(), key), m->file_offset), size);
   size_t pos, e = HTAB_FIND(&b->mapping_ix, hv,
                             (bid != 0 ? b->mappings[x_]->build_id == bid : b->mappings[x_]->filename == file) &&
                               b->mappings[x_]->file_offset == m->file_offset &&
@@ -230,8 +223,9 @@ uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const p
   if (!grow(b, &b->locations, &b->cap_locations, b->n_locations) ||
       !htab_reserve(b, &b->location_ix, b->n_locations))
     return 0;
-  uint64_t hv = mix(mix(3, mapping_id), address);
-  for (size_t i = 0; i < n_lines; i++) hv = mix(mix(hv, lines[i].function_id), (uint64_t)lines[i].line);
+  uint64_t hv = tool_hash(tool_hash(tool_hash_key(), mapping_id), address);
+  for (size_t i = 0; i < n_lines; i++)
+    hv = tool_hash(tool_hash(hv, lines[i].function_id), (uint64_t)lines[i].line);
   size_t pos, e = HTAB_FIND(&b->location_ix, hv,
                             b->locations[x_]->mapping_id == mapping_id && b->locations[x_]->address == address &&
                               lines_equal(b->locations[x_], lines, n_lines),
@@ -261,6 +255,18 @@ uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const p
   return l->id;
 }
 
+uint64_t pb_copy_function(pbuild_t *b, const profile_t *p, const pindex_t *ix, uint64_t id, uint64_t *copied)
+{
+  size_t i = pindex_function_pos(ix, id);
+  if (i == SIZE_MAX) return 0;
+  if (copied[i] == 0) {
+    const function_t *f = p->function[i];
+    copied[i] = 1 + pb_function(b, pstr(p, f->name), pstr(p, f->system_name), pstr(p, f->filename),
+                                f->start_line);
+  }
+  return copied[i] - 1;
+}
+
 static bool ids_equal(const sample_t *s, const uint64_t *ids, size_t n)
 {
   return s->n_location_id == n && (n == 0 || memcmp(s->location_id, ids, n * sizeof *ids) == 0);
@@ -270,8 +276,8 @@ void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values
 {
   if (!grow(b, &b->samples, &b->cap_samples, b->n_samples) || !htab_reserve(b, &b->sample_ix, b->n_samples))
     return;
-  uint64_t hv = 4;
-  for (size_t i = 0; i < n; i++) hv = mix(hv, ids[i]);
+  uint64_t hv = tool_hash_key();
+  for (size_t i = 0; i < n; i++) hv = tool_hash(hv, ids[i]);
   size_t pos, e = HTAB_FIND(&b->sample_ix, hv, ids_equal(b->samples[x_], ids, n), &pos);
   if (e != SIZE_MAX) {
     for (size_t k = 0; k < b->n_values; k++)
@@ -313,6 +319,21 @@ static value_type_t *value_type_copy(pbuild_t *b, const profile_t *p, const valu
   return c;
 }
 
+static void pb_comment_string(pbuild_t *b, int64_t string)
+{
+  if (b->p.n_comment == b->cap_comments) {
+    size_t cap = b->cap_comments ? b->cap_comments * 2 : 8;
+    int64_t *c = realloc(b->p.comment, cap * sizeof *c);
+    if (c == NULL) {
+      b->failed = true;
+      return;
+    }
+    b->p.comment = c;
+    b->cap_comments = cap;
+  }
+  b->p.comment[b->p.n_comment++] = string;
+}
+
 pbuild_t *pbuild_new(const profile_t *h)
 {
   pbuild_t *b = calloc(1, sizeof *b);
@@ -331,7 +352,14 @@ pbuild_t *pbuild_new(const profile_t *h)
   b->p.drop_frames = pb_string(b, pstr(h, h->drop_frames));
   b->p.keep_frames = pb_string(b, pstr(h, h->keep_frames));
   b->p.default_sample_type = pb_string(b, pstr(h, h->default_sample_type));
-  for (size_t i = 0; i < h->n_comment; i++) pb_comment(b, pstr(h, h->comment[i]));
+  int64_t *copied = calloc(h->n_string_table + 1, sizeof *copied);   /* string + 1, by h's index */
+  if (copied == NULL) b->failed = true;
+  for (size_t i = 0; copied != NULL && i < h->n_comment; i++) {     /* each string hashed once */
+    int64_t k = h->comment[i] >= 0 && (size_t)h->comment[i] < h->n_string_table ? h->comment[i] : 0;
+    if (copied[k] == 0) copied[k] = pb_string(b, pstr(h, k)) + 1;
+    pb_comment_string(b, copied[k] - 1);
+  }
+  free(copied);
   return b;
 }
 
@@ -361,22 +389,28 @@ pbuild_t *pbuild_new_heap(int64_t period)
 
 void pb_comment(pbuild_t *b, const char *text)
 {
-  int64_t *c = realloc(b->p.comment, (b->p.n_comment + 1) * sizeof *c);
-  if (c == NULL) {
-    b->failed = true;
-    return;
-  }
-  b->p.comment = c;
-  c[b->p.n_comment++] = pb_string(b, text);
+  pb_comment_string(b, pb_string(b, text));
+}
+
+/* When a profile ends: its start plus its duration (0 when negative), saturated. */
+static int64_t end_of(const profile_t *p)
+{
+  return tool_add(p->time_nanos, p->duration_nanos > 0 ? p->duration_nanos : 0);
 }
 
 void pb_keep_max_period(pbuild_t *b, const profile_t *p)
 {
   if (p->period > b->p.period) b->p.period = p->period;
-  if (p->time_nanos != 0 && (b->p.time_nanos == 0 || p->time_nanos < b->p.time_nanos)) {
-    b->p.duration_nanos += b->p.time_nanos - p->time_nanos;
+  if (p->time_nanos == 0) return;                                /* no time: nothing to span */
+  if (b->p.time_nanos == 0) {
     b->p.time_nanos = p->time_nanos;
+    b->p.duration_nanos = p->duration_nanos;
+    return;
   }
+  int64_t start = p->time_nanos < b->p.time_nanos ? p->time_nanos : b->p.time_nanos;
+  int64_t end = end_of(p) > end_of(&b->p) ? end_of(p) : end_of(&b->p);
+  if (__builtin_sub_overflow(end, start, &b->p.duration_nanos)) b->p.duration_nanos = INT64_MAX;
+  b->p.time_nanos = start;
 }
 
 bool profile_compatible(const profile_t *a, const profile_t *b, char *why, size_t why_len)
@@ -409,11 +443,12 @@ bool pb_add_profile(pbuild_t *b, const profile_t *p, int sign)
   uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new);
   int64_t *map_delta = calloc(p->n_mapping + 1, sizeof *map_delta);
   uint64_t *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
+  uint64_t *fn_new = calloc(p->n_function + 1, sizeof *fn_new);   /* + 1: 0 until copied */
   pb_line_t *lines = NULL;
   size_t cap_lines = 0;
   uint64_t *ids = NULL;
   size_t cap_ids = 0;
-  if (map_new == NULL || map_delta == NULL || loc_new == NULL) b->failed = true;
+  if (map_new == NULL || map_delta == NULL || loc_new == NULL || fn_new == NULL) b->failed = true;
   for (size_t i = 0; !b->failed && i < p->n_mapping; i++)
     map_new[i] = pb_mapping(b, p, p->mapping[i], &map_delta[i]);
   for (size_t i = 0; !b->failed && i < p->n_location; i++) {
@@ -424,8 +459,7 @@ bool pb_add_profile(pbuild_t *b, const profile_t *p, int sign)
       if (lines == NULL) b->failed = true;
     }
     for (size_t k = 0; lines != NULL && k < l->n_line; k++) {
-      const function_t *f = pindex_function(&ix, l->line[k]->function_id);
-      lines[k].function_id = f ? pb_function(b, pstr(p, f->name), pstr(p, f->system_name), pstr(p, f->filename), f->start_line) : 0;
+      lines[k].function_id = pb_copy_function(b, p, &ix, l->line[k]->function_id, fn_new);
       lines[k].line = l->line[k]->line;
     }
     uint64_t mid = 0;
@@ -461,6 +495,7 @@ bool pb_add_profile(pbuild_t *b, const profile_t *p, int sign)
   free(map_new);
   free(map_delta);
   free(loc_new);
+  free(fn_new);
   pindex_free(&ix);
   return !b->failed;
 }

@@ -4,7 +4,7 @@
  * MIMALLOC_PROF_CONTROL enabled is looked at: when its socket exists, it is asked for its statistics
  * (client.c).  A process that started with the variable but has no socket (it does not run the library,
  * as the shell that exported the variable) is not listed; one whose socket does not answer is listed as
- * such.
+ * such.  Every request is bounded by --timeout (client.c), so a stuck process costs ps that long at most.
  */
 #include "tool.h"
 
@@ -19,9 +19,10 @@
 #include "internal.h"   /* MPROF_CONTROL_PATH_MAX */
 
 static const char usage[] =
-  "usage: mimalloc-prof ps\n"
+  "usage: mimalloc-prof ps [--timeout SECONDS]\n"
   "List the processes that offer a control socket (MIMALLOC_PROF_CONTROL=1): process ID, whether they\n"
   "sample and at what rate, their estimated bytes in use, and their command line.\n"
+  "  --timeout SECONDS  a process that has not answered within this time is \"no answer\" (default 10)\n"
   "See mimalloc-prof(1).\n";
 
 /* The value of "key value" in a stats reply, or NULL. */
@@ -30,7 +31,7 @@ static const char *stat_value(const ctl_reply_t *r, const char *key, char *buf, 
   size_t n = strlen(key);
   for (const char *p = (const char *)r->data; *p != '\0';) {
     if (strncmp(p, key, n) == 0 && p[n] == ' ') {
-      snprintf(buf, len, "%.*s", (int)strcspn(p + n + 1, "\n"), p + n + 1);
+      tool_escape(buf, len, p + n + 1, strcspn(p + n + 1, "\n"), false);
       return buf;
     }
     const char *nl = strchr(p, '\n');
@@ -64,12 +65,14 @@ static void print_one(pid_t pid)
 
 int cmd_ps(int argc, char **argv)
 {
-  static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  int c;
+  static const struct option opts[] = {CTL_TIMEOUT_LONG_OPTION, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     if (c == 'h') return tool_help(usage);
-    return tool_getopt_error(c, argv);
+    if (c != CTL_OPT_TIMEOUT) return tool_getopt_error(c, argv);
+    if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
   }
   if (optind < argc) return tool_usage_error("no arguments expected ('%s')", argv[optind]);
   DIR *d = opendir("/proc");

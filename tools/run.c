@@ -7,14 +7,17 @@
  * unless the environment sets it).  The command forwards those three signals to the program when they
  * were sent to the command alone (kill, timeout); a terminal's ^C or hangup reaches the whole
  * foreground process group, the program included, and is not sent twice.  With -o, the library writes
- * into a private directory beside the output (same file system, so the final rename cannot fail for
- * that reason), removed afterwards with whatever else was dumped there.  The final profile is then
- * symbolized (--no-symbolize skips that).
+ * into a private directory beside the output (mkdtemp: 0700, an unpredictable name; same file system, so
+ * the final rename cannot fail for that reason), removed afterwards with whatever else was dumped there.
+ * The final profile is then symbolized (--no-symbolize skips that), through the same output rules as
+ * -o (outfile.c).  A set-user-ID program runs in secure mode, where the library reads no MIMALLOC_PROF_*
+ * variable: no profile comes, and the command says why.
  */
 #include "tool.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <glob.h>
 #include <limits.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "internal.h"   /* mprof_option_parse */
@@ -180,40 +184,71 @@ static bool make_private_dir(const char *out, char *dir, size_t len)
   return n > 0 && (size_t)n < len && mkdtemp(dir) != NULL;
 }
 
-/* Removes the private directory and what was dumped into it; returns how many profiles there were. */
+/* Removes the private directory and what was dumped into it; returns how many profiles there were.  Only
+ * names are removed (unlinkat: a link the program left there is not followed), and only regular files
+ * are counted. */
 static int remove_private_dir(const char *dir)
 {
-  int files = 0;
-  DIR *d = opendir(dir);
+  int files = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
   if (d != NULL) {
     struct dirent *e;
-    char path[PATH_MAX];
+    struct stat st;
     while ((e = readdir(d)) != NULL) {
       if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-      int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      if (n > 0 && (size_t)n < sizeof path && unlink(path) == 0) files++;
+      if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) continue;
+      if (unlinkat(fd, e->d_name, 0) == 0 && S_ISREG(st.st_mode)) files++;
     }
     closedir(d);
+  } else if (fd >= 0) {
+    close(fd);
   }
   rmdir(dir);
   return files;
 }
 
-/* Finds the final dump of process `pid` (PREFIX.<pid>.<seq>.f.pb.gz) and moves it to `out` (when not
- * NULL).  0 (found names the profile), -1 (none was written), -2 (found names it; it could not be
- * moved: errno). */
+/* Finds the final dump of process `pid` (PREFIX.<pid>.<seq>.f.pb.gz, a regular file: not a link anyone
+ * put at such a name) and moves it to `out` (when not NULL).  0 (found names the profile), -1 (none was
+ * written), -2 (found names it; it could not be moved: errno). */
 static int move_final(const char *prefix, pid_t pid, const char *out, char *found, size_t len)
 {
   char pattern[PATH_MAX];
   glob_t g;
+  struct stat st;
   int n = snprintf(pattern, sizeof pattern, "%s.%d.*.f.pb.gz", prefix, (int)pid);
-  if (n < 0 || (size_t)n >= sizeof pattern || glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) return -1;
-  snprintf(found, len, "%s", g.gl_pathv[g.gl_pathc - 1]);
+  if (n < 0 || (size_t)n >= sizeof pattern || glob(pattern, 0, NULL, &g) != 0) return -1;
+  found[0] = '\0';
+  for (size_t i = 0; i < g.gl_pathc; i++)
+    if (lstat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode)) snprintf(found, len, "%s", g.gl_pathv[i]);
   globfree(&g);
+  if (found[0] == '\0') return -1;
   if (out == NULL) return 0;
   if (rename(found, out) != 0) return -2;
   snprintf(found, len, "%s", out);
   return 0;
+}
+
+/* Whether the program execvp(3) would run for `name` is set-user-ID, set-group-ID or has file
+ * capabilities: the kernel then starts it in secure mode, where the dynamic loader drops LD_PRELOAD's
+ * paths and the library ignores every MIMALLOC_PROF_* variable (mimalloc_prof(3), ENVIRONMENT), so no
+ * profile can come. */
+static bool runs_secure(const char *name)
+{
+  char path[PATH_MAX];
+  const char *dirs = strchr(name, '/') != NULL ? "" : getenv("PATH");
+  if (dirs == NULL) dirs = "/usr/local/bin:/usr/bin:/bin";
+  for (const char *d = dirs;; d++) {
+    const char *end = strchrnul(d, ':');
+    int n = strchr(name, '/') != NULL
+      ? snprintf(path, sizeof path, "%s", name)
+      : snprintf(path, sizeof path, "%.*s%s%s", (int)(end - d), d, end > d ? "/" : "", name);
+    struct stat st;
+    if (n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+        access(path, X_OK) == 0)
+      return (st.st_mode & (S_ISUID | S_ISGID)) != 0 || getxattr(path, "security.capability", NULL, 0) > 0;
+    if (*end == '\0') return false;
+    d = end;
+  }
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -376,7 +411,10 @@ int cmd_run(int argc, char **argv)
                 "-p PREFIX keeps them)", others);
   }
   if (moved != 0) {
-    if (code != 127)
+    if (code != 127 && runs_secure(program[0]))
+      tool_note("no profile was written: %s is set-user-ID, set-group-ID or has capabilities, and runs in "
+                "secure mode, where the library ignores MIMALLOC_PROF_* (see mimalloc_prof(3))", program[0]);
+    else if (code != 127)
       tool_note("no profile was written (the program ended by %s before the library could write it)",
                 WIFSIGNALED(status) ? "a signal" : "_exit(2) or exec of a program without the library");
     return code;

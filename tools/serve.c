@@ -7,15 +7,22 @@
  *   /, /debug/pprof/     an index of the processes, with links
  * For several processes each has its own tree, /pid/PID/debug/pprof/heap (a path prefix: scrapers take one
  * per target), and ?pid=PID selects one at the root's paths; with one process the root's paths serve it.
- * Only the processes named on the command line are served.
+ * Only the processes named on the command line are served, and of these only those of our own effective
+ * user (all, for root): another user's process is neither listed nor asked.
  *
- * libmicrohttpd serves, a thread per connection; a profile is taken through the control socket
- * (client.c), symbolized by default (the command's own symbolizer: the binaries are on this machine now,
- * which a scraper far away cannot say), and sent from a file that is already unlinked.  One profile is
- * taken at a time (a mutex: the symbolizer's debuginfod client is shared), which also bounds what a burst
- * of scrapes costs the processes.  The listening socket is made here (errors as the system says them)
- * and handed to the daemon; loopback (127.0.0.1:6060) by default: another address only when --listen
- * names it.
+ * Whom it serves (access.c): a request whose Host is one of the server's names (against DNS rebinding),
+ * from a process of our own user on this machine or with the token of --token-file; a client that is
+ * not our own user holds SERVE_PER_CLIENT connections at most.
+ *
+ * libmicrohttpd serves, a thread per connection (so a slow client holds its own thread, never another's),
+ * SERVE_CONNECTIONS_MAX at a time, each closed after IDLE_TIMEOUT_S without progress; a profile is taken
+ * through the control socket (client.c, bounded by --timeout), symbolized by default (the command's own
+ * symbolizer: the binaries are on this machine now, which a scraper far away cannot say), and sent from
+ * a file that is already unlinked.  One profile is taken at a time (a mutex: the symbolizer's debuginfod
+ * client is shared), which also bounds what a burst of scrapes costs the processes; a request that waits
+ * longer than --timeout for its turn gets 503.  The listening socket is made here (errors as the system
+ * says them) and handed to the daemon; loopback (127.0.0.1:6060) by default: another address only when
+ * --listen names it.
  */
 #include "tool.h"
 
@@ -37,15 +44,22 @@
 
 #define MAX_PIDS        64
 #define DEFAULT_LISTEN  "127.0.0.1:6060"
+#define IDLE_TIMEOUT_S  10u            /* a connection that makes no progress for this long is closed */
 
 static const char usage[] =
-  "usage: mimalloc-prof serve [--listen ADDR:PORT] [--no-symbolize] PID...\n"
+  "usage: mimalloc-prof serve [--listen ADDR:PORT] [--token-file FILE] [--allow-host HOST]...\n"
+  "                           [--timeout SECONDS] [--no-symbolize] PID...\n"
   "Serve heap profiles of running processes (with MIMALLOC_PROF_CONTROL=1) over HTTP, as Go programs do:\n"
   "  /debug/pprof/heap     a heap profile taken now (default sample type inuse_space)\n"
   "  /debug/pprof/allocs   the same with alloc_space as default sample type\n"
   "  /                     an index of the processes\n"
   "With several processes: /pid/PID/debug/pprof/heap (and allocs), or ?pid=PID.\n"
   "  --listen ADDR:PORT  where to listen (default " DEFAULT_LISTEN "; [::1]:PORT for IPv6, port 0: any free)\n"
+  "  --token-file FILE   serve also clients that send \"Authorization: Bearer TOKEN\", TOKEN the line in\n"
+  "                      FILE (mode 600); without it, only processes of this user on this machine\n"
+  "  --allow-host HOST   answer requests for this name too (Host: localhost, IP addresses and the --listen\n"
+  "                      host are answered; any other name is refused against DNS rebinding)\n"
+  "  --timeout SECONDS   how long a process may take to answer (default 10)\n"
   "  --no-symbolize      serve the profiles with addresses and the library's names only\n"
   "Prints \"listening on http://ADDR:PORT/\" when ready; runs until SIGINT, SIGTERM or SIGHUP.\n"
   "See mimalloc-prof(1).\n";
@@ -54,8 +68,17 @@ static pid_t pids[MAX_PIDS];
 static size_t n_pids;
 static bool symbolize = true;
 static char tmp_dir[4096];
+static char listen_host[256];
 static pthread_mutex_t fetch_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned fetch_seq;                 /* fetch_lock */
+
+/* Whether process pid is ours to serve: our effective user's, or we are root.  -1 when it is gone. */
+static int ours(pid_t pid)
+{
+  long uid = ctl_process_uid(pid);
+  uid_t me = geteuid();
+  return uid < 0 ? -1 : me == 0 || (uid_t)uid == me;
+}
 
 /* ---------------------------------------------------------------------------------------------------
    Profiles
@@ -74,13 +97,24 @@ static bool set_default_type(const char *path, const char *type, char *err, size
 }
 
 /* The profile of pid, as an open file already unlinked (the response reads it, then closes it); for
- * allocs with alloc_space as default sample type.  -1 with a message in err. */
-static int fetch(pid_t pid, bool allocs, char *err, size_t err_len, off_t *size)
+ * allocs with alloc_space as default sample type.  -1 with a message in err (*busy when it did not get
+ * its turn within the timeout). */
+static int fetch(pid_t pid, bool allocs, char *err, size_t err_len, off_t *size, bool *busy)
 {
   char path[4200];
   struct stat st;
+  struct timespec until;
   int fd = -1;
-  pthread_mutex_lock(&fetch_lock);
+  int64_t wait_ms = ctl_timeout_ms();
+  clock_gettime(CLOCK_REALTIME, &until);
+  int64_t ns = until.tv_nsec + wait_ms % 1000 * 1000000;
+  until.tv_sec += wait_ms / 1000 + ns / 1000000000;
+  until.tv_nsec = ns % 1000000000;
+  if (pthread_mutex_timedlock(&fetch_lock, &until) != 0) {
+    snprintf(err, err_len, "busy: other profiles were being taken for longer than --timeout; try again");
+    *busy = true;
+    return -1;
+  }
   snprintf(path, sizeof path, "%s/%u.pb.gz", tmp_dir, fetch_seq++);
   bool ok = ctl_dump_file(pid, path, symbolize, err, err_len) == 0;
   if (ok && allocs) ok = set_default_type(path, "alloc_space", err, err_len);
@@ -105,6 +139,8 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status, c
   if (r == NULL) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   enum MHD_Result rc = MHD_queue_response(conn, status, r);
   MHD_destroy_response(r);
   return rc;
@@ -142,8 +178,10 @@ static enum MHD_Result send_index(struct MHD_Connection *conn)
   n += (size_t)snprintf(page + n, cap - n, "<!DOCTYPE html>\n<html><head><title>mimalloc-prof serve</title></head><body>\n"
                         "<h1>Heap profiles</h1>\n<table>\n<tr><th>process</th><th>profiles</th><th>command</th></tr>\n");
   for (size_t i = 0; i < n_pids; i++) {
-    char *cmd = ctl_command_line(pids[i]);
-    html_escaped(cmd_html, sizeof cmd_html, cmd[0] != '\0' ? cmd : "(gone)");
+    int mine = ours(pids[i]);
+    if (mine == 0) continue;                               /* another user's: not even its command line */
+    char *cmd = mine > 0 ? ctl_command_line(pids[i]) : strdup("");
+    html_escaped(cmd_html, sizeof cmd_html, cmd != NULL && cmd[0] != '\0' ? cmd : "(gone)");
     free(cmd);
     n += (size_t)snprintf(page + n, cap - n, "<tr><td>%d</td><td><a href=\"/pid/%d/debug/pprof/heap\">heap</a> "
                           "<a href=\"/pid/%d/debug/pprof/allocs\">allocs</a></td><td>%s</td></tr>\n",
@@ -163,12 +201,38 @@ static bool served(pid_t pid)
   return false;
 }
 
+/* Whether the request may be answered at all (Host, access, method); else the refusal is queued. */
+static bool admitted(struct MHD_Connection *conn, const char *method, enum MHD_Result *rc)
+{
+  const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  const serve_client_t *client = ci != NULL ? ci->socket_context : NULL;
+  char why[256];
+  unsigned status;
+  if (host == NULL) {
+    *rc = send_error(conn, MHD_HTTP_BAD_REQUEST, "no Host header");
+  } else if (!serve_host_allowed(host)) {
+    *rc = send_error(conn, MHD_HTTP_MISDIRECTED_REQUEST, "Host '%.200s' is not a name of this server "
+                     "(localhost, an IP address, the --listen host, or one of --allow-host)", host);
+  } else if (client == NULL) {                          /* refused at the start (serve_client_open) */
+    *rc = send_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "too many connections from this client");
+  } else if ((status = serve_request_allowed(client, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_AUTHORIZATION), why, sizeof why)) != 0) {
+    *rc = send_error(conn, status, "%s", why);
+  } else if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+    *rc = send_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
+  } else {
+    return true;
+  }
+  return false;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **state)
 {
   (void)cls, (void)version, (void)upload, (void)upload_size, (void)state;
-  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-    return send_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
+  enum MHD_Result refused;
+  if (!admitted(conn, method, &refused)) return refused;
   pid_t pid = n_pids == 1 ? pids[0] : 0;
   const char *rest = url, *arg = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pid");
   if (strncmp(url, "/pid/", 5) == 0) {                 /* /pid/PID/debug/pprof/... */
@@ -179,7 +243,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     rest = url + 5 + n;
     if (*rest == '\0') rest = "/";
   } else if (arg != NULL && !tool_parse_pid(arg, &pid)) {
-    return send_error(conn, MHD_HTTP_BAD_REQUEST, "pid=%s is not a process ID", arg);
+    return send_error(conn, MHD_HTTP_BAD_REQUEST, "pid=%.40s is not a process ID", arg);
   }
   if (strcmp(rest, "/") == 0 || strcmp(rest, "/debug/pprof/") == 0 || strcmp(rest, "/debug/pprof") == 0)
     return send_index(conn);
@@ -187,13 +251,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   if (!heap && !allocs) return send_error(conn, MHD_HTTP_NOT_FOUND, "no such path (see /)");
   if (pid == 0) return send_error(conn, MHD_HTTP_BAD_REQUEST, "several processes are served: /pid/PID%s or ?pid=PID", rest);
   if (!served(pid)) return send_error(conn, MHD_HTTP_NOT_FOUND, "process %d is not served here", (int)pid);
+  if (ours(pid) == 0)
+    return send_error(conn, MHD_HTTP_FORBIDDEN, "process %d belongs to another user", (int)pid);
   const char *debug = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "debug");
   if ((debug != NULL && strcmp(debug, "0") != 0) || MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "seconds"))
     return send_error(conn, MHD_HTTP_BAD_REQUEST, "only the binary profile is served (no debug=N, no seconds=N)");
   char err[1024];
   off_t size = 0;
-  int fd = fetch(pid, allocs, err, sizeof err, &size);
-  if (fd < 0) return send_error(conn, MHD_HTTP_BAD_GATEWAY, "%s", err);
+  bool busy = false;
+  int fd = fetch(pid, allocs, err, sizeof err, &size, &busy);
+  if (fd < 0) return send_error(conn, busy ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_GATEWAY, "%s", err);
   struct MHD_Response *r = MHD_create_response_from_fd64((uint64_t)size, fd);   /* closes fd */
   if (r == NULL) {
     close(fd);
@@ -206,6 +273,29 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   enum MHD_Result rc = MHD_queue_response(conn, MHD_HTTP_OK, r);
   MHD_destroy_response(r);
   return rc;
+}
+
+/* A connection's start and end: who the client is, counted against its limit (access.c).  One over it
+ * is told so and shut down at once; libmicrohttpd then sees the end of the stream and closes it. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **context,
+                          enum MHD_ConnectionNotificationCode what)
+{
+  static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 38\r\n"
+                             "Content-Type: text/plain\r\n\r\ntoo many connections from this client\n";
+  (void)cls;
+  if (what != MHD_CONNECTION_NOTIFY_STARTED) {
+    serve_client_close(*context);
+    *context = NULL;
+    return;
+  }
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (ci == NULL) return;
+  *context = serve_client_open(ci->connect_fd);
+  if (*context == NULL) {
+    ssize_t w = send(ci->connect_fd, busy, sizeof busy - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)w;
+    shutdown(ci->connect_fd, SHUT_RDWR);
+  }
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -253,22 +343,35 @@ static int listen_on(const char *spec, char *shown, size_t len, bool *loopback, 
   getsockname(fd, (struct sockaddr *)&ss, &sl);
   unsigned bound = ntohs(*v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
   snprintf(shown, len, *v6 ? "[%s]:%u" : "%s:%u", host, bound);
+  snprintf(listen_host, sizeof listen_host, "%s", host);
   return fd;
 }
 
 int cmd_serve(int argc, char **argv)
 {
-  enum { OPT_LISTEN = 0x200, OPT_NOSYM };
+  enum { OPT_LISTEN = 0x200, OPT_NOSYM, OPT_TOKEN, OPT_ALLOW };
   static const struct option opts[] = {{"listen", required_argument, NULL, OPT_LISTEN},
+                                       {"token-file", required_argument, NULL, OPT_TOKEN},
+                                       {"allow-host", required_argument, NULL, OPT_ALLOW},
                                        {"no-symbolize", no_argument, NULL, OPT_NOSYM},
-                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  const char *listen_spec = DEFAULT_LISTEN;
+                                       CTL_TIMEOUT_LONG_OPTION, {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  const char *listen_spec = DEFAULT_LISTEN, *token_file = NULL;
   int c, rc = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
     switch (c) {
     case OPT_LISTEN: listen_spec = optarg; break;
+    case OPT_TOKEN: token_file = optarg; break;
+    case OPT_ALLOW:
+      if (optarg[0] == '\0' || strchr(optarg, ':') != NULL)
+        return tool_usage_error("--allow-host '%s': expected a host name, without a port", optarg);
+      if (!serve_allow_host(optarg)) return tool_usage_error("--allow-host: too many names");
+      break;
     case OPT_NOSYM: symbolize = false; break;
+    case CTL_OPT_TIMEOUT:
+      if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
+      break;
     case 'h': return tool_help(usage);
     default: return tool_getopt_error(c, argv);
     }
@@ -277,12 +380,18 @@ int cmd_serve(int argc, char **argv)
   for (int i = optind; i < argc; i++) {
     if (n_pids == MAX_PIDS) return tool_usage_error("more than %d processes", MAX_PIDS);
     if (!tool_parse_pid(argv[i], &pids[n_pids])) return tool_usage_error("'%s' is not a process ID", argv[i]);
+    if (ours(pids[n_pids]) == 0) tool_note("process %s belongs to another user: it is not served", argv[i]);
     n_pids++;
   }
+  if (token_file != NULL && (rc = serve_token_file(token_file)) != 0) return rc;
   char shown[300];
   bool loopback, v6;
   int fd = listen_on(listen_spec, shown, sizeof shown, &loopback, &v6, &rc);
   if (fd < 0) return rc;
+  if (!serve_allow_host(listen_host)) {
+    close(fd);
+    return tool_usage_error("--allow-host: too many names");
+  }
   const char *base = getenv("TMPDIR");
   snprintf(tmp_dir, sizeof tmp_dir, "%s/mimalloc-prof-serve.XXXXXX", base != NULL && base[0] != '\0' ? base : "/tmp");
   if (mkdtemp(tmp_dir) == NULL) {
@@ -298,17 +407,22 @@ int cmd_serve(int argc, char **argv)
   all = stop;
   sigaddset(&all, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
-  struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                                          MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL, handle, NULL,
-                                          MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 32u,
-                                          MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+  /* poll(2) in each connection's thread: select(2) would refuse descriptors above FD_SETSIZE. */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+                   MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+  struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+                                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVE_CONNECTIONS_MAX,
+                                          MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+                                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+                                          MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
   if (d == NULL) {
     close(fd);
     rmdir(tmp_dir);
     return tool_error("cannot start the HTTP server on %s", shown);
   }
-  if (!loopback)
-    tool_note("listening on %s, not a loopback address: anyone who can reach it can read these heap profiles", shown);
+  if (!loopback && !serve_token_set())
+    tool_note("listening on %s without --token-file: only processes of this user on this machine are served",
+              shown);
   printf("listening on http://%s/\n", shown);
   fflush(stdout);
   int sig;

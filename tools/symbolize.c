@@ -4,9 +4,11 @@
  * Rules: a location without a mapping keeps what it has (the library names its dropped-sample frames
  * "[mimalloc-prof: dropped (REASON)]" that way); so do locations of a mapping already symbolized
  * (has_functions), so symbolizing twice changes nothing; a location whose object gives no name keeps the
- * name the library wrote (dladdr's).  A mapping says has_functions when its object had a symbol table
- * or DWARF, has_filenames and has_line_numbers when it had line tables, has_inline_frames when it had
- * DWARF: pprof then trusts the names and does not look for the binaries.
+ * name the library wrote (dladdr's).  An object is looked for once, when a location needs it: a profile
+ * of 65,536 mappings and one location opens one file, not 65,536 (nor asks debuginfod for them).  A
+ * mapping of an object found says has_functions when the object had a symbol table or DWARF,
+ * has_filenames and has_line_numbers when it had line tables, has_inline_frames when it had DWARF: pprof
+ * then trusts the names and does not look for the binaries.
  */
 #include "sym.h"
 
@@ -28,6 +30,7 @@ static const char usage[] =
 /* One object (file) of the profile and what became of its locations. */
 typedef struct object_s {
   const char  *path, *build_id;
+  bool         opened;                      /* sym_obj_open was tried (when a location needed it) */
   sym_obj_t   *obj;
   sym_status_t status;
   char         detail[256];
@@ -38,36 +41,46 @@ typedef struct report_s {
   size_t locations, named, kept, unmapped, inlined;
 } report_t;
 
-/* The object of each mapping (mappings of one file share it). */
-static object_t *objects_open(const profile_t *p, const sym_opts_t *o, size_t **of_mapping, size_t *n_objects)
+/* The objects of the profile's mappings (mappings of one file share one, found through a table of
+ * (path, build ID): a profile may have many mappings); none opened yet. */
+static object_t *objects_find(const profile_t *p, size_t **of_mapping, size_t *n_objects)
 {
   object_t *objs = calloc(p->n_mapping + 1, sizeof *objs);
   *of_mapping = calloc(p->n_mapping + 1, sizeof **of_mapping);
-  if (objs == NULL || *of_mapping == NULL) abort();
+  size_t cap = 16;
+  while (cap < 2 * p->n_mapping) cap *= 2;
+  size_t *slot = calloc(cap, sizeof *slot);                  /* object + 1 */
+  if (objs == NULL || *of_mapping == NULL || slot == NULL) abort();
   size_t n = 0;
   for (size_t i = 0; i < p->n_mapping; i++) {
     const char *path = pstr(p, p->mapping[i]->filename), *bid = pstr(p, p->mapping[i]->build_id);
-    size_t k = 0;
-    while (k < n && !(strcmp(objs[k].path, path) == 0 && strcmp(objs[k].build_id, bid) == 0)) k++;
-    if (k == n) {
+    size_t k = (size_t)tool_hash(tool_hash_str(path), tool_hash_str(bid)) & (cap - 1);
+    for (; slot[k] != 0; k = (k + 1) & (cap - 1)) {
+      const object_t *ob = &objs[slot[k] - 1];
+      if (strcmp(ob->path, path) == 0 && strcmp(ob->build_id, bid) == 0) break;
+    }
+    if (slot[k] == 0) {
       objs[n].path = path;
       objs[n].build_id = bid;
-      if (!p->mapping[i]->has_functions)
-        objs[n].obj = sym_obj_open(path, bid, o, &objs[n].status, objs[n].detail, sizeof objs[n].detail);
-      n++;
+      slot[k] = ++n;
     }
-    (*of_mapping)[i] = k;
+    (*of_mapping)[i] = slot[k] - 1;
   }
+  free(slot);
   *n_objects = n;
   return objs;
 }
 
 /* The new lines of one location; 0 when it keeps its own. */
 static size_t symbolize_location(pbuild_t *b, object_t *ob, const mapping_t *m, const location_t *l,
-                                 pb_line_t *lines)
+                                 pb_line_t *lines, const sym_opts_t *o)
 {
   uint64_t addr;
   sym_frame_t frames[MAX_FRAMES];
+  if (!ob->opened) {
+    ob->opened = true;
+    ob->obj = sym_obj_open(ob->path, ob->build_id, o, &ob->status, ob->detail, sizeof ob->detail);
+  }
   if (ob->obj == NULL || !sym_obj_addr(ob->obj, m, l->address, &addr)) return 0;
   size_t n = sym_obj_lookup(ob->obj, addr, frames, MAX_FRAMES);
   for (size_t i = 0; i < n; i++) {
@@ -79,13 +92,13 @@ static size_t symbolize_location(pbuild_t *b, object_t *ob, const mapping_t *m, 
   return n;
 }
 
-/* A location copied as it is. */
-static size_t copy_lines(pbuild_t *b, const profile_t *p, const pindex_t *ix, const location_t *l, pb_line_t *lines)
+/* A location copied as it is (copied[]: as pb_copy_function). */
+static size_t copy_lines(pbuild_t *b, const profile_t *p, const pindex_t *ix, const location_t *l,
+                         pb_line_t *lines, uint64_t *copied)
 {
   size_t n = l->n_line < MAX_FRAMES ? l->n_line : MAX_FRAMES;
   for (size_t k = 0; k < n; k++) {
-    const function_t *f = pindex_function(ix, l->line[k]->function_id);
-    lines[k].function_id = f ? pb_function(b, pstr(p, f->name), pstr(p, f->system_name), pstr(p, f->filename), f->start_line) : 0;
+    lines[k].function_id = pb_copy_function(b, p, ix, l->line[k]->function_id, copied);
     lines[k].line = l->line[k]->line;
   }
   return n;
@@ -97,19 +110,13 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
   pindex_t ix;
   pindex_init(&ix, p);
   size_t *of_mapping;
-  object_t *objs = objects_open(p, o, &of_mapping, n_objs);
+  object_t *objs = objects_find(p, &of_mapping, n_objs);
   uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new), *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
-  if (map_new == NULL || loc_new == NULL) abort();
+  uint64_t *fn_new = calloc(p->n_function + 1, sizeof *fn_new);
+  if (map_new == NULL || loc_new == NULL || fn_new == NULL) abort();
   for (size_t i = 0; i < p->n_mapping; i++) {
     int64_t delta;
-    const mapping_t *m = p->mapping[i];
-    map_new[i] = pb_mapping(b, p, m, &delta);
-    const object_t *ob = &objs[of_mapping[i]];
-    if (ob->obj != NULL) {
-      bool fn, lines, inl;
-      sym_obj_caps(ob->obj, &fn, &lines, &inl);
-      pb_mapping_flags(b, map_new[i], fn, lines, lines, inl);
-    }
+    map_new[i] = pb_mapping(b, p, p->mapping[i], &delta);
   }
   pb_line_t lines[MAX_FRAMES];
   for (size_t i = 0; i < p->n_location; i++) {
@@ -118,27 +125,35 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
     size_t n = 0;
     r->locations++;
     if (mi == SIZE_MAX) {
-      n = copy_lines(b, p, &ix, l, lines);
+      n = copy_lines(b, p, &ix, l, lines, fn_new);
       if (n != 0) r->kept++;
       else r->unmapped++;
     } else {
       object_t *ob = &objs[of_mapping[mi]];
       const mapping_t *m = p->mapping[mi];
       if (m->has_functions) {
-        n = copy_lines(b, p, &ix, l, lines);
+        n = copy_lines(b, p, &ix, l, lines, fn_new);
         r->kept++;
-      } else if ((n = symbolize_location(b, ob, m, l, lines)) != 0) {
+      } else if ((n = symbolize_location(b, ob, m, l, lines, o)) != 0) {
         r->named++;
         ob->named++;
         r->inlined += n > 1;
       } else {
-        n = copy_lines(b, p, &ix, l, lines);   /* dladdr's name, when the library found one */
+        n = copy_lines(b, p, &ix, l, lines, fn_new);   /* dladdr's name, when the library found one */
         if (ob->obj != NULL) ob->uncovered++;
         else ob->unnamed++;
         if (n != 0) r->kept++;
       }
     }
     loc_new[i] = pb_location(b, mi == SIZE_MAX ? 0 : map_new[mi], l->address, lines, n);
+  }
+  for (size_t i = 0; i < p->n_mapping; i++) {     /* what the objects opened could tell */
+    const object_t *ob = &objs[of_mapping[i]];
+    if (ob->obj != NULL && !p->mapping[i]->has_functions) {
+      bool fn, has_lines, inl;
+      sym_obj_caps(ob->obj, &fn, &has_lines, &inl);
+      pb_mapping_flags(b, map_new[i], fn, has_lines, has_lines, inl);
+    }
   }
   uint64_t *ids = NULL;
   size_t cap = 0;
@@ -159,6 +174,7 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
   free(ids);
   free(map_new);
   free(loc_new);
+  free(fn_new);
   free(of_mapping);
   pindex_free(&ix);
   *objs_out = objs;

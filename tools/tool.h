@@ -70,11 +70,37 @@ static inline int64_t tool_neg(int64_t a)
 }
 
 /* ---------------------------------------------------------------------------------------------------
+   "escape.c": text from elsewhere (a process, a profile) made safe to print on a terminal
+--------------------------------------------------------------------------------------------------- */
+
+/* `text` (len bytes, any bytes) into out (cap bytes, NUL-terminated; truncated at a whole escape) with
+ * control characters, C1 controls, bidirectional overrides and bytes that are not UTF-8 escaped; '\n'
+ * kept as it is when `newlines`, else "\n".  Returns the length written. */
+size_t      tool_escape(char *out, size_t cap, const void *text, size_t len, bool newlines);
+/* The same for a string, newlines escaped too; returns buf. */
+const char *tool_escaped(const char *s, char *buf, size_t len);
+/* The same written to f, whatever its length. */
+void        tool_write_escaped(FILE *f, const void *text, size_t len, bool newlines);
+
+/* ---------------------------------------------------------------------------------------------------
    "profile.c": reading, writing, looking things up by id
 --------------------------------------------------------------------------------------------------- */
 
-/* Reads a profile: gzip-compressed (as profiles are written) or not.  NULL with a reason in err. */
+/* Reads a profile: gzip-compressed (as profiles are written) or not.  NULL with a reason in err, also for
+ * one over the limits (every command treats a profile as hostile):
+ *   - decompressed, at most PROFILE_READ_LIMIT bytes, or $MIMALLOC_PROF_READ_LIMIT (profile_read_limit);
+ *     while that variable is unset, a gzip stream that inflates past 16 MiB to more than 64 times the
+ *     compressed bytes read is refused as a gzip bomb;
+ *   - decoding (protobuf-c) takes at most 24 bytes per byte of profile, plus 4 MiB;
+ *   - at most 2^26 samples, locations, functions and strings, 65,536 mappings, 1,024 sample types,
+ *     and per sample PROFILE_MAX_FRAMES locations, 1,024 labels and 1,024 values; PROFILE_MAX_FRAMES
+ *     lines per location. */
 profile_t *profile_read(const char *path, char *err, size_t err_len);
+#define PROFILE_READ_LIMIT ((size_t)1 << 30)
+#define PROFILE_MAX_FRAMES ((size_t)1 << 17)   /* also: frames of one stack, inlined ones included */
+/* The decompressed-size limit in force: $MIMALLOC_PROF_READ_LIMIT (bytes; k, m, g, t for KiB..TiB) when
+ * set (*set then true), else PROFILE_READ_LIMIT; 0 with a reason in err for a malformed value. */
+size_t     profile_read_limit(bool *set, char *err, size_t err_len);
 void       profile_free(profile_t *p);
 
 /* Writes `p` gzip-compressed to `path` (as tool_out_open: through a temporary file renamed over a regular
@@ -92,6 +118,22 @@ typedef struct tool_out_s {
 int tool_out_open(tool_out_t *o, const char *path);
 int tool_out_close(tool_out_t *o, const char *path, bool ok);
 
+/* Hashing for the tables that intern a profile's parts (pbuild.c, view.c, calltree.c): keyed with a
+ * random number drawn once per process, so that no profile can be made to put its parts into one bucket
+ * (with a fixed hash that keeps few bits, 2 KB of repeated frames make `tree` quadratic).  tool_hash mixes v into h
+ * (start with tool_hash_key()); every bit of the result depends on every bit of h and v, so a table of a
+ * power-of-two size takes hash & (size - 1).  A value hashes alike within one process only: nothing a
+ * command prints depends on hashes. */
+uint64_t tool_hash_key(void);
+uint64_t tool_hash_str(const char *s);
+static inline uint64_t tool_hash(uint64_t h, uint64_t v)
+{
+  h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 32);
+}
+
 /* string_table[i], "" for an index out of range. */
 const char *pstr(const profile_t *p, int64_t i);
 
@@ -104,6 +146,7 @@ void              pindex_init(pindex_t *ix, const profile_t *p);
 void              pindex_free(pindex_t *ix);
 const location_t *pindex_location(const pindex_t *ix, uint64_t id);
 const function_t *pindex_function(const pindex_t *ix, uint64_t id);
+size_t            pindex_function_pos(const pindex_t *ix, uint64_t id);   /* SIZE_MAX when unknown */
 const mapping_t  *pindex_mapping(const pindex_t *ix, uint64_t id);
 size_t            pindex_location_pos(const pindex_t *ix, uint64_t id);   /* SIZE_MAX when unknown */
 size_t            pindex_mapping_pos(const pindex_t *ix, uint64_t id);
@@ -144,13 +187,19 @@ uint64_t pb_mapping(pbuild_t *b, const profile_t *p, const mapping_t *m, int64_t
 /* Sets the has_* flags of a mapping the builder made. */
 void     pb_mapping_flags(pbuild_t *b, uint64_t id, bool functions, bool filenames, bool lines, bool inlines);
 uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines, size_t n_lines);
+/* The builder's function for function `id` of `p` (0 when p has none), copied once: copied[] (one per
+ * function of p, zeroed) remembers each copy, so a function named by many lines costs one lookup of its
+ * strings (a hostile profile names one long-named function a million times). */
+uint64_t pb_copy_function(pbuild_t *b, const profile_t *p, const pindex_t *ix, uint64_t id, uint64_t *copied);
 /* Adds `sign` x values to the sample with these locations (a new one when there is none). */
 void     pb_sample(pbuild_t *b, const uint64_t *location_ids, size_t n, const int64_t *values, int sign);
 /* Copies the whole of `p` in (locations and functions as they are): merging profiles is calling this
  * for each. */
 bool     pb_add_profile(pbuild_t *b, const profile_t *p, int sign);
 void     pb_comment(pbuild_t *b, const char *text);
-void     pb_keep_max_period(pbuild_t *b, const profile_t *p);   /* period = max, time = earliest */
+/* Period = the largest; time = the earliest start, duration up to the latest end (each profile's start
+ * plus its duration): the same whatever the order the profiles come in (pbuild_new takes the first's). */
+void     pb_keep_max_period(pbuild_t *b, const profile_t *p);
 /* The profile (owned by the builder; samples whose values are all 0 are left out). */
 const profile_t *pbuild_profile(pbuild_t *b);
 
@@ -214,7 +263,10 @@ typedef struct view_s {
   void        *priv;
 } view_t;
 
-/* Builds the view; on error prints a message and returns its exit status (else 0). */
+/* Builds the view; on error prints a message, frees what it made and returns its exit status (else 0).
+ * A profile of S bytes (encoded) is refused when its stacks would hold more than 2^20 + 4 S frames, or a
+ * stack more than PROFILE_MAX_FRAMES, or their names more than 64 MiB + 256 S bytes written out, or its
+ * distinct frame names more than 16 MiB + 16 S bytes (view.c says why). */
 int  view_build(view_t *v, const profile_t *p, const view_opts_t *o);
 void view_free(view_t *v);
 /* Reads the profile at `path` and builds its view; on error prints a message and returns its exit
@@ -281,27 +333,67 @@ char *tool_demangle(const char *name);
 
 typedef struct ctl_reply_s {
   bool                 ok;            /* the status line is "ok" */
-  char                 status[256];   /* the status line: "ok", or "error ENAME: message" */
+  char                 status[256];   /* the status line: "ok", or "error ENAME: message" (as sent) */
   unsigned char       *body;          /* the whole reply (malloc'd, NUL-terminated) */
-  const unsigned char *data;          /* what follows the status line: "key value" lines, or a profile */
+  const unsigned char *data;          /* what follows the status line: "key value" lines, or a profile
+                                         (as sent: tool_write_escaped shows it) */
   size_t               data_len;
 } ctl_reply_t;
 
 /* A process ID argument: decimal digits, 1 up. */
 bool tool_parse_pid(const char *text, pid_t *pid);
+/* The effective user ID of process pid (/proc/PID/status), or -1 when there is no such process. */
+long ctl_process_uid(pid_t pid);
 /* Where process pid's control socket is; 0, or -1 with the reason in why. */
 int  ctl_socket_path(pid_t pid, char *out, size_t len, char *why, size_t why_len);
+
+/* Every request's exchange (connect, send, the whole reply) ends within the timeout: --timeout SECONDS
+ * (ctl, top, ps, serve), 0.001 to 86400, default 10.  ctl_timeout_option sets it from the option's value
+ * and returns 0, or reports a usage error and returns its exit status. */
+#define CTL_TIMEOUT_DEFAULT_MS 10000
+#define CTL_OPT_TIMEOUT        0x180
+#define CTL_TIMEOUT_LONG_OPTION {"timeout", required_argument, NULL, CTL_OPT_TIMEOUT}
+int     ctl_timeout_option(const char *text);
+int64_t ctl_timeout_ms(void);
+
 /* One request ("stats", "start 65536", ...) and its reply; 0 (whatever the status), or -1 with a message
- * in err when no reply came. */
+ * in err when no reply came: the process could not be reached, did not answer in time, or is not the
+ * one asked (SO_PEERCRED: another process, or another user unless we are root).  Messages carry no text
+ * from the process but escaped (escape.c). */
 int  ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, size_t err_len);
 void ctl_reply_free(ctl_reply_t *r);
-/* An error reply for people: "sampling is on already (EALREADY)". */
+/* An error reply for people, escaped: "sampling is on already (EALREADY)". */
 const char *ctl_reply_error(const ctl_reply_t *r, char *buf, size_t len);
 /* Takes a heap profile of pid into path (written beside it, then renamed) and symbolizes it unless
  * !symbolize; 0, or -1 with a message in err. */
 int  ctl_dump_file(pid_t pid, const char *path, bool symbolize, char *err, size_t err_len);
-/* The process's command line with spaces between the arguments (malloc'd; "" when unreadable). */
+/* The process's command line with spaces between the arguments, escaped (malloc'd; "" when unreadable). */
 char *ctl_command_line(pid_t pid);
+
+/* ---------------------------------------------------------------------------------------------------
+   "access.c": whom serve serves (the Host header, --token-file or our own user, connections per client)
+--------------------------------------------------------------------------------------------------- */
+
+#define SERVE_CONNECTIONS_MAX 128      /* connections at a time, in all */
+#define SERVE_PER_CLIENT      16       /* of them, held by one client that is not our own user */
+
+typedef struct serve_client_s serve_client_t;
+
+/* Reads the token of --token-file; 0, or the exit status after a message (not a regular file of ours
+ * or root's, open to group or others, not one line of 16 to 1024 visible ASCII characters). */
+int  serve_token_file(const char *path);
+bool serve_token_set(void);
+/* One more name that Host may carry (the string is kept, not copied); false when there are too many. */
+bool serve_allow_host(const char *host);
+/* Whether a request with this Host header (NULL: none) may be answered. */
+bool serve_host_allowed(const char *host);
+/* At a connection's start: who is at the other end; NULL when that client holds SERVE_PER_CLIENT
+ * connections already (or there is no memory): the connection must be closed.  Thread-safe. */
+serve_client_t *serve_client_open(int fd);
+void serve_client_close(serve_client_t *c);     /* at its end; NULL is fine */
+/* 0 when the client may be served (with this Authorization header, NULL: none); else the HTTP status
+ * to refuse with (401, 403) and why. */
+unsigned serve_request_allowed(const serve_client_t *c, const char *authorization, char *why, size_t len);
 
 /* ---------------------------------------------------------------------------------------------------
    Subcommands (argv[0] is the subcommand's name)

@@ -3,6 +3,9 @@
  *
  * flat is what a site allocated itself (it is the innermost frame of the stack), cum what it and the
  * functions it called allocated (each stack counted once per site, also when the site recurses).
+ *
+ * The names come from the profile, which a process (or whoever wrote the file) chose: they are printed
+ * escaped (escape.c), as is the process's command line.
  */
 #include "tool.h"
 
@@ -14,7 +17,8 @@
 
 static const char usage[] =
   "usage: mimalloc-prof top [-n ROWS] [-s TYPE] [--sort flat|cum] [--focus RE] [--ignore RE]\n"
-  "                         [--fold RE] [--fold-alloc] [--lines] [--no-symbolize] FILE|PID\n"
+  "                         [--fold RE] [--fold-alloc] [--lines] [--no-symbolize] [--timeout SECONDS]\n"
+  "                         FILE|PID\n"
   "Print the allocation sites of a heap profile, largest first (ROWS, default 20); given the ID of a\n"
   "process with a control socket (MIMALLOC_PROF_CONTROL=1), of a profile taken from it now.\n"
   "  -s, --sample-index TYPE  inuse_space (default), inuse_objects, alloc_space or alloc_objects\n"
@@ -24,6 +28,7 @@ static const char usage[] =
   "  --fold-alloc             the same for operator new, std::allocator, xmalloc-style helpers\n"
   "  --lines                  one site per source line (function file:line)\n"
   "  --no-symbolize           PID: leave the profile with addresses and the library's names\n"
+  "  --timeout SECONDS        PID: give up when the process has not answered within this time (default 10)\n"
   "See mimalloc-prof(1).\n";
 
 static int by_flat(const void *a, const void *b)
@@ -49,8 +54,9 @@ static double share(int64_t part, int64_t total)
 /* The header: what is shown, how much, how much of it is at named sites. */
 static void print_header(const view_t *v, const view_opts_t *o, const char *path)
 {
-  char total[32], all[32], period[32];
-  printf("%s: %s, %s in %zu stacks", path, v->type, view_value(v, v->total, total, sizeof total), v->n_stacks);
+  char total[32], all[32], period[32], type[256];
+  printf("%s: %s, %s in %zu stacks", path, tool_escaped(v->type, type, sizeof type),
+         view_value(v, v->total, total, sizeof total), v->n_stacks);
   if (v->p->period > 0) printf(" (one sample per %s allocated on average)", tool_bytes(v->p->period, period, sizeof period));
   printf("\n");
   if (o->has_focus || o->has_ignore)
@@ -94,7 +100,8 @@ int cmd_top(int argc, char **argv)
 {
   enum { OPT_NOSYM = 0x200 };
   static const struct option opts[] = {VIEW_LONG_OPTIONS, {"sort", required_argument, NULL, VIEW_OPT_SORT},
-                                       {"no-symbolize", no_argument, NULL, OPT_NOSYM}, {NULL, 0, NULL, 0}};
+                                       {"no-symbolize", no_argument, NULL, OPT_NOSYM},
+                                       CTL_TIMEOUT_LONG_OPTION, {NULL, 0, NULL, 0}};
   view_opts_t o;
   view_opts_init(&o);
   bool symbolize = true;
@@ -104,7 +111,8 @@ int cmd_top(int argc, char **argv)
     if (c == 'h') return tool_help(usage);
     if (c == '?' || c == ':') return tool_getopt_error(c, argv);
     if (c == OPT_NOSYM) symbolize = false;
-    else if ((rc = view_option(&o, c, optarg)) != 0) return rc;
+    else if ((rc = c == CTL_OPT_TIMEOUT ? ctl_timeout_option(optarg) : view_option(&o, c, optarg)) != 0)
+      return rc;
   }
   if (optind == argc) return tool_usage_error("no profile given");
   if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many; see diff and merge)", argv[optind + 1]);
@@ -115,15 +123,15 @@ int cmd_top(int argc, char **argv)
   bool live = access(path, F_OK) != 0 && tool_parse_pid(path, &pid);   /* not a file: a process */
   if (live) {
     p = live_profile(pid, symbolize, title, sizeof title);
-    if (p == NULL) return EXIT_FAILURE;
     path = title;
   } else if ((p = profile_read(path, err, sizeof err)) == NULL) {
-    return tool_error("%s", err);
+    tool_error("%s", err);
   }
   view_t v;
-  if ((rc = view_build(&v, p, &o)) != 0) {
+  if (p == NULL || (rc = view_build(&v, p, &o)) != 0) {
     profile_free(p);
-    return rc;
+    view_opts_free(&o);
+    return p == NULL ? EXIT_FAILURE : rc;
   }
   print_header(&v, &o, path);
   size_t n;
@@ -136,9 +144,12 @@ int cmd_top(int argc, char **argv)
     char flat[32], cum[32];
     sum = tool_add(sum, sites[i].flat);
     unnamed += !v.named[sites[i].name];
-    printf("%10s %5.1f%% %5.1f%% %10s %5.1f%%  %s\n", view_value(&v, sites[i].flat, flat, sizeof flat),
+    printf("%10s %5.1f%% %5.1f%% %10s %5.1f%%  ", view_value(&v, sites[i].flat, flat, sizeof flat),
            share(sites[i].flat, v.total), share(sum, v.total), view_value(&v, sites[i].cum, cum, sizeof cum),
-           share(sites[i].cum, v.total), v.names[sites[i].name]);
+           share(sites[i].cum, v.total));
+    const char *name = v.names[sites[i].name];
+    tool_write_escaped(stdout, name, strlen(name), false);
+    putchar('\n');
   }
   if (n > (size_t)o.rows) printf("(%zu more sites; -n %zu shows all)\n", n - (size_t)o.rows, n);
   view_hint(&v, &o, stdout);

@@ -51,7 +51,7 @@ static level_t print_line(const printer_t *pr, uint32_t id, int level)
   size_t n_shown = 0;
   for (uint32_t c = n->first_child; c != 0; c = pr->t->nodes[c].next_sibling) {
     if (shown(pr, &pr->t->nodes[c])) n_shown++;
-    else l.hidden += pr->t->nodes[c].value, l.n_hidden++;
+    else l.hidden = tool_add(l.hidden, pr->t->nodes[c].value), l.n_hidden++;
   }
   /* A path without branches stays at one indentation: only where stacks part does it step in. */
   l.child_level = n_shown == 1 && l.n_hidden == 0 && n->self == 0 ? level : level + 1;
@@ -118,14 +118,18 @@ int cmd_tree(int argc, char **argv)
   const char *path = argv[optind];
   char total[32];
   view_t v;
-  if ((rc = view_open(&v, path, &o)) != 0) return rc;
+  if ((rc = view_open(&v, path, &o)) != 0) {
+    view_opts_free(&o);
+    return rc;
+  }
   ctree_t t;
   ctree_build(&t, &v, !callees);
   printf("%s: %s, %s in %zu stacks; %s (nodes below %.3g%% left out)\n", path, v.type,
          view_value(&v, v.total, total, sizeof total), v.n_stacks,
          callees ? "from the entry point down to the allocation sites" : "each allocation site with its callers",
          100 * o.min_share);
-  printer_t pr = {&v, &t, (int64_t)(o.min_share * (double)v.total), depth};
+  double min = o.min_share * (double)v.total;    /* (double)INT64_MAX is 2^63, out of int64_t's range */
+  printer_t pr = {&v, &t, min >= 0x1p63 ? INT64_MAX : min < -0x1p63 ? INT64_MIN : (int64_t)min, depth};
   long roots = 0;
   level_t *stack = malloc(((size_t)t.max_depth + 2) * sizeof *stack);
   if (stack == NULL) abort();

@@ -27,15 +27,46 @@ static const char fold_std_re[] =
   "^_?Py(Object|Mem)_(Raw)?(Malloc|Calloc|Realloc)$|"
   "^(x|g_|g_try_)(malloc|malloc0|calloc|realloc|zalloc|strdup|strndup|memdup)([ (]|$)";
 
+/* What a profile may make a view hold, in proportion to its size S (its encoded bytes): a location
+ * named a thousand times by a sample of a thousand bytes, each of its lines a function of a long name,
+ * would otherwise make a few kilobytes of profile into gigabytes of frames and text.  Real profiles stay
+ * far inside: per byte, the symbolized 100,000-location profile of bench/symbolize.sh unfolds into 0.05
+ * frames, 0.9 bytes of folded text (2.2 with --lines) and 0.05 bytes of distinct names (0.7), a python3
+ * profile into 0.09 frames, 1.9 bytes of text (3.9) and 0.2 bytes of names (0.6). */
+#define FRAMES_FLOOR  ((uint64_t)1 << 20)  /* frames of all stacks: 2^20 + 4 S (and under 2^31) */
+#define FRAMES_RATIO  4
+#define TEXT_FLOOR    ((uint64_t)64 << 20) /* the stacks as text (their frames' names): 64 MiB + 256 S */
+#define TEXT_RATIO    256
+#define NAMES_FLOOR   ((uint64_t)16 << 20) /* distinct frame names: 16 MiB + 16 S */
+#define NAMES_RATIO   16
+#define MATCH_MAX     4096                 /* regular expressions see this much of a name */
+
+typedef struct line_name_s {
+  size_t   fn;                   /* function position + 1; 0: an empty slot */
+  int64_t  line;
+  uint32_t name;
+} line_name_t;
+
 typedef struct view_priv_s {
   uint32_t  *slot;               /* name index: open addressing, id + 1 */
   size_t     cap;
+  uint32_t  *name_len;           /* by name id */
+  uint64_t   size;               /* the profile's, encoded */
+  uint64_t   name_bytes, max_name_bytes;
+  uint32_t  *fn_name;            /* by function position: its name + 1, 0 until named */
+  const char **fn_file;          /* by function position, once named: its file's last two components */
+  line_name_t *line_names;       /* --lines: the name of each (function, line), open addressing */
+  size_t     n_line_names, cap_line_names;
+  const char **map_base;         /* by mapping position: its file name without directories */
   uint32_t **loc_frames;         /* by location position */
   uint32_t  *loc_depth;
   uint32_t  *scratch;            /* one stack's frames while it is built */
   size_t     scratch_cap;
+  unsigned char *fold_match, *fold_std_match, *focus_match, *ignore_match;   /* by name id: 0 not tried,
+                                                                               1 no match, 2 a match */
   regex_t    fold_std;
   bool       has_fold_std;
+  char       over[192];          /* the limit the profile passed, "" */
 } view_priv_t;
 
 void view_opts_init(view_opts_t *o)
@@ -91,13 +122,7 @@ int view_option(view_opts_t *o, int c, const char *arg)
    Frame names
 --------------------------------------------------------------------------------------------------- */
 
-static uint64_t str_hash(const char *s)
-{
-  uint64_t h = 1469598103934665603ull;
-  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-  return h;
-}
-
+/* The id of `name` (a new one when it is new); UINT32_MAX when the names would pass their limit. */
 static uint32_t name_id(view_t *v, const char *name, bool named)
 {
   view_priv_t *pv = v->priv;
@@ -106,7 +131,7 @@ static uint32_t name_id(view_t *v, const char *name, bool named)
     uint32_t *slot = calloc(cap, sizeof *slot);
     if (slot == NULL) abort();
     for (size_t i = 0; i < v->n_names; i++) {
-      size_t k = (size_t)str_hash(v->names[i]) & (cap - 1);
+      size_t k = (size_t)tool_hash_str(v->names[i]) & (cap - 1);
       while (slot[k] != 0) k = (k + 1) & (cap - 1);
       slot[k] = (uint32_t)i + 1;
     }
@@ -114,19 +139,28 @@ static uint32_t name_id(view_t *v, const char *name, bool named)
     pv->slot = slot;
     pv->cap = cap;
   }
-  size_t k = (size_t)str_hash(name) & (pv->cap - 1);
+  size_t k = (size_t)tool_hash_str(name) & (pv->cap - 1);
   for (; pv->slot[k] != 0; k = (k + 1) & (pv->cap - 1)) {
     if (strcmp(v->names[pv->slot[k] - 1], name) == 0) return pv->slot[k] - 1;
+  }
+  size_t len = strlen(name);
+  pv->name_bytes += len + 1;
+  if (pv->name_bytes > pv->max_name_bytes || len >= UINT32_MAX) {
+    snprintf(pv->over, sizeof pv->over, "frame names of more than %llu bytes (the limit for a profile of "
+             "%llu bytes)", (unsigned long long)pv->max_name_bytes, (unsigned long long)pv->size);
+    return UINT32_MAX;
   }
   if (v->n_names == v->cap_names) {
     v->cap_names = v->cap_names ? v->cap_names * 2 : 1024;
     v->names = realloc(v->names, v->cap_names * sizeof *v->names);
     v->named = realloc(v->named, v->cap_names * sizeof *v->named);
-    if (v->names == NULL || v->named == NULL) abort();
+    pv->name_len = realloc(pv->name_len, v->cap_names * sizeof *pv->name_len);
+    if (v->names == NULL || v->named == NULL || pv->name_len == NULL) abort();
   }
   v->names[v->n_names] = strdup(name);
   if (v->names[v->n_names] == NULL) abort();
   v->named[v->n_names] = named;
+  pv->name_len[v->n_names] = (uint32_t)len;
   pv->slot[k] = (uint32_t)v->n_names + 1;
   return (uint32_t)v->n_names++;
 }
@@ -141,71 +175,131 @@ static const char *short_path(const char *path)
   return p > path ? p : path;
 }
 
-static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bool with_lines)
+/* A function's name: demangled when it is still a mangled C++ name, else its system name, else "?". */
+static uint32_t function_name(view_t *v, const function_t *f)
 {
-  const profile_t *p = v->p;
-  const function_t *f = pindex_function(ix, line->function_id);
-  const char *name = f ? pstr(p, f->name) : "";
-  if (name[0] == '\0' && f != NULL) name = pstr(p, f->system_name);
+  const char *name = pstr(v->p, f->name);
+  if (name[0] == '\0') name = pstr(v->p, f->system_name);
   char *demangled = name[0] == '_' && name[1] == 'Z' ? tool_demangle(name) : NULL;
   if (demangled != NULL) name = demangled;
-  if (name[0] == '\0') name = "?";
-  uint32_t id;
-  const char *file = f ? pstr(p, f->filename) : "";
-  if (with_lines && file[0] != '\0') {
-    size_t len = strlen(name) + strlen(file) + 32;
-    char *buf = malloc(len);
-    if (buf == NULL) abort();
-    if (line->line > 0) snprintf(buf, len, "%s %s:%lld", name, short_path(file), (long long)line->line);
-    else snprintf(buf, len, "%s %s", name, short_path(file));
-    id = name_id(v, buf, true);
-    free(buf);
-  } else {
-    id = name_id(v, name, true);
-  }
+  uint32_t id = name_id(v, name[0] != '\0' ? name : "?", true);
   free(demangled);
   return id;
 }
 
-/* The frames of every location, innermost first. */
-static void name_locations(view_t *v, const pindex_t *ix, bool with_lines)
+/* The frame name of a location's line: its function's name, or with --lines (when the function names
+ * its file) "function file:line".  Each is made once per function, and per function and line: a
+ * function named by many lines is demangled, and its file's path shortened, once. */
+static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bool with_lines)
+{
+  view_priv_t *pv = v->priv;
+  size_t fi = pindex_function_pos(ix, line->function_id);
+  if (fi == SIZE_MAX) return name_id(v, "?", true);
+  const function_t *f = v->p->function[fi];
+  if (pv->fn_name[fi] == 0) {
+    uint32_t id = function_name(v, f);
+    if (id == UINT32_MAX) return id;
+    pv->fn_name[fi] = id + 1;
+    pv->fn_file[fi] = short_path(pstr(v->p, f->filename));
+  }
+  if (!with_lines || pv->fn_file[fi][0] == '\0') return pv->fn_name[fi] - 1;
+  if ((pv->n_line_names + 1) * 2 > pv->cap_line_names) {
+    size_t cap = pv->cap_line_names ? pv->cap_line_names * 2 : 1024;
+    line_name_t *t = calloc(cap, sizeof *t);
+    if (t == NULL) abort();
+    for (size_t i = 0; i < pv->cap_line_names; i++) {
+      const line_name_t *e = &pv->line_names[i];
+      if (e->fn == 0) continue;
+      size_t k = (size_t)tool_hash(tool_hash(tool_hash_key(), e->fn), (uint64_t)e->line) & (cap - 1);
+      while (t[k].fn != 0) k = (k + 1) & (cap - 1);
+      t[k] = *e;
+    }
+    free(pv->line_names);
+    pv->line_names = t;
+    pv->cap_line_names = cap;
+  }
+  size_t mask = pv->cap_line_names - 1;
+  size_t k = (size_t)tool_hash(tool_hash(tool_hash_key(), fi + 1), (uint64_t)line->line) & mask;
+  for (; pv->line_names[k].fn != 0; k = (k + 1) & mask) {
+    if (pv->line_names[k].fn == fi + 1 && pv->line_names[k].line == line->line) return pv->line_names[k].name;
+  }
+  const char *name = v->names[pv->fn_name[fi] - 1], *file = pv->fn_file[fi];
+  size_t len = pv->name_len[pv->fn_name[fi] - 1] + strlen(file) + 32;
+  char *buf = malloc(len);
+  if (buf == NULL) abort();
+  if (line->line > 0) snprintf(buf, len, "%s %s:%lld", name, file, (long long)line->line);
+  else snprintf(buf, len, "%s %s", name, file);
+  uint32_t id = name_id(v, buf, true);
+  free(buf);
+  if (id != UINT32_MAX) {
+    pv->line_names[k] = (line_name_t){fi + 1, line->line, id};
+    pv->n_line_names++;
+  }
+  return id;
+}
+
+/* A location without lines: "module+0xOFFSET" (the offset in the file), or its address. */
+static uint32_t address_frame(view_t *v, const pindex_t *ix, const location_t *l)
+{
+  view_priv_t *pv = v->priv;
+  size_t mi = l->mapping_id ? pindex_mapping_pos(ix, l->mapping_id) : SIZE_MAX;
+  char buf[512];
+  if (mi != SIZE_MAX) {
+    const mapping_t *m = v->p->mapping[mi];
+    if (pv->map_base[mi] == NULL) pv->map_base[mi] = profile_mapping_base(v->p, m);
+    snprintf(buf, sizeof buf, "%.400s+0x%llx", pv->map_base[mi],
+             (unsigned long long)(l->address - m->memory_start + m->file_offset));
+  } else {
+    snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)l->address);
+  }
+  return name_id(v, buf, false);
+}
+
+/* The frames of every location, innermost first; false when the names pass their limit. */
+static bool name_locations(view_t *v, const pindex_t *ix, bool with_lines)
 {
   const profile_t *p = v->p;
   view_priv_t *pv = v->priv;
   pv->loc_frames = calloc(p->n_location + 1, sizeof *pv->loc_frames);
   pv->loc_depth = calloc(p->n_location + 1, sizeof *pv->loc_depth);
-  if (pv->loc_frames == NULL || pv->loc_depth == NULL) abort();
+  pv->fn_name = calloc(p->n_function + 1, sizeof *pv->fn_name);
+  pv->fn_file = calloc(p->n_function + 1, sizeof *pv->fn_file);
+  pv->map_base = calloc(p->n_mapping + 1, sizeof *pv->map_base);
+  if (pv->loc_frames == NULL || pv->loc_depth == NULL || pv->fn_name == NULL || pv->fn_file == NULL ||
+      pv->map_base == NULL)
+    abort();
   for (size_t i = 0; i < p->n_location; i++) {
     const location_t *l = p->location[i];
-    uint32_t *frames = malloc((l->n_line ? l->n_line : 1) * sizeof *frames);
+    uint32_t depth = l->n_line ? (uint32_t)l->n_line : 1;
+    uint32_t *frames = malloc(depth * sizeof *frames);
     if (frames == NULL) abort();
-    if (l->n_line == 0) {
-      const mapping_t *m = l->mapping_id ? pindex_mapping(ix, l->mapping_id) : NULL;
-      char buf[512];
-      if (m != NULL)
-        snprintf(buf, sizeof buf, "%s+0x%llx", profile_mapping_base(p, m),
-                 (unsigned long long)(l->address - m->memory_start + m->file_offset));
-      else
-        snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)l->address);
-      frames[0] = name_id(v, buf, false);
-      pv->loc_depth[i] = 1;
-    } else {
-      for (size_t k = 0; k < l->n_line; k++) frames[k] = line_frame(v, ix, l->line[k], with_lines);
-      pv->loc_depth[i] = (uint32_t)l->n_line;
-    }
     pv->loc_frames[i] = frames;
+    pv->loc_depth[i] = depth;
+    for (uint32_t k = 0; k < depth; k++) {
+      frames[k] = l->n_line == 0 ? address_frame(v, ix, l) : line_frame(v, ix, l->line[k], with_lines);
+      if (frames[k] == UINT32_MAX) return false;
+    }
   }
+  return true;
 }
 
-static bool matches(const regex_t *re, const char *name)
+/* Whether the name matches (regular expressions see its first MATCH_MAX bytes: glibc's regexec takes
+ * time quadratic in the length of the text for some expressions), once per name and expression. */
+static bool matches(const view_t *v, const regex_t *re, unsigned char *memo, uint32_t name)
 {
-  return regexec(re, name, 0, NULL, 0) == 0;
+  if (memo[name] == 0) {
+    view_priv_t *pv = v->priv;
+    regmatch_t range = {0, pv->name_len[name] < MATCH_MAX ? (regoff_t)pv->name_len[name] : MATCH_MAX};
+    memo[name] = regexec(re, v->names[name], 1, &range, REG_STARTEND) == 0 ? 2 : 1;
+  }
+  return memo[name] == 2;
 }
 
-static bool any_matches(const view_t *v, const regex_t *re, const uint32_t *frames, size_t depth)
+static bool any_matches(const view_t *v, const regex_t *re, unsigned char *memo, const uint32_t *frames,
+                        size_t depth)
 {
   for (size_t i = 0; i < depth; i++) {
-    if (matches(re, v->names[frames[i]])) return true;
+    if (matches(v, re, memo, frames[i])) return true;
   }
   return false;
 }
@@ -263,6 +357,43 @@ void view_close(view_t *v)
   profile_free(p);
 }
 
+/* floor + ratio x size, saturated at `max`. */
+static uint64_t scaled(uint64_t floor, uint64_t ratio, uint64_t size, uint64_t max)
+{
+  uint64_t v;
+  if (__builtin_mul_overflow(ratio, size, &v) || __builtin_add_overflow(v, floor, &v) || v > max) return max;
+  return v;
+}
+
+/* Whether the innermost frame `name` is one --fold or --fold-alloc drops. */
+static bool folds(const view_t *v, const view_opts_t *o, uint32_t name)
+{
+  view_priv_t *pv = v->priv;
+  return (o->has_fold && matches(v, &o->fold, pv->fold_match, name)) ||
+         (pv->has_fold_std && matches(v, &pv->fold_std, pv->fold_std_match, name));
+}
+
+/* The frames of sample smp into pv->scratch (innermost first); their number, or SIZE_MAX when the
+ * stack passes PROFILE_MAX_FRAMES. */
+static size_t expand(view_t *v, const pindex_t *ix, const sample_t *smp)
+{
+  view_priv_t *pv = v->priv;
+  size_t depth = 0;
+  for (size_t k = 0; k < smp->n_location_id; k++) {
+    size_t pos = pindex_location_pos(ix, smp->location_id[k]);
+    if (pos == SIZE_MAX) continue;
+    if (pv->loc_depth[pos] > PROFILE_MAX_FRAMES - depth) return SIZE_MAX;
+    if (depth + pv->loc_depth[pos] > pv->scratch_cap) {
+      pv->scratch_cap = (depth + pv->loc_depth[pos]) * 2 + 64;
+      pv->scratch = realloc(pv->scratch, pv->scratch_cap * sizeof *pv->scratch);
+      if (pv->scratch == NULL) abort();
+    }
+    memcpy(pv->scratch + depth, pv->loc_frames[pos], pv->loc_depth[pos] * sizeof *pv->scratch);
+    depth += pv->loc_depth[pos];
+  }
+  return depth;
+}
+
 int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
 {
   memset(v, 0, sizeof *v);
@@ -271,42 +402,56 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
   if (pv == NULL) abort();
   v->priv = pv;
   int rc = pick_type(v, o);
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    view_free(v);
+    return rc;
+  }
   if (o->fold_std) {
     if (regcomp(&pv->fold_std, fold_std_re, REG_EXTENDED | REG_NOSUB) != 0) abort();
     pv->has_fold_std = true;
   }
+  uint64_t size = pv->size = perftools__profiles__profile__get_packed_size(p);
+  uint64_t max_frames = scaled(FRAMES_FLOOR, FRAMES_RATIO, size, (uint64_t)1 << 31);
+  uint64_t max_text = scaled(TEXT_FLOOR, TEXT_RATIO, size, UINT64_MAX);
+  uint64_t frames_all = 0, text = 0;
+  pv->max_name_bytes = scaled(NAMES_FLOOR, NAMES_RATIO, size, UINT64_MAX);
   pindex_t ix;
   pindex_init(&ix, p);
-  name_locations(v, &ix, o->lines);
-  size_t oi = objects_index(v);
+  bool named = name_locations(v, &ix, o->lines);
+  pv->fold_match = calloc(v->n_names + 1, 1);
+  pv->fold_std_match = calloc(v->n_names + 1, 1);
+  pv->focus_match = calloc(v->n_names + 1, 1);
+  pv->ignore_match = calloc(v->n_names + 1, 1);
   v->stacks = calloc(p->n_sample + 1, sizeof *v->stacks);
-  if (v->stacks == NULL) abort();
-  for (size_t s = 0; s < p->n_sample; s++) {
+  if (pv->fold_match == NULL || pv->fold_std_match == NULL || pv->focus_match == NULL ||
+      pv->ignore_match == NULL || v->stacks == NULL)
+    abort();
+  size_t oi = objects_index(v);
+  for (size_t s = 0; named && s < p->n_sample; s++) {
     const sample_t *smp = p->sample[s];
     if (v->vi >= smp->n_value || smp->value[v->vi] == 0) continue;
     int64_t value = smp->value[v->vi];
     v->total_all = tool_add(v->total_all, value);
-    size_t depth = 0;
-    for (size_t k = 0; k < smp->n_location_id; k++) {
-      size_t pos = pindex_location_pos(&ix, smp->location_id[k]);
-      if (pos == SIZE_MAX) continue;
-      if (depth + pv->loc_depth[pos] > pv->scratch_cap) {
-        pv->scratch_cap = (depth + pv->loc_depth[pos]) * 2 + 64;
-        pv->scratch = realloc(pv->scratch, pv->scratch_cap * sizeof *pv->scratch);
-        if (pv->scratch == NULL) abort();
-      }
-      memcpy(pv->scratch + depth, pv->loc_frames[pos], pv->loc_depth[pos] * sizeof *pv->scratch);
-      depth += pv->loc_depth[pos];
+    size_t depth = expand(v, &ix, smp);
+    if (depth == SIZE_MAX) {
+      snprintf(pv->over, sizeof pv->over, "a stack of more than %zu frames", PROFILE_MAX_FRAMES);
+      break;
     }
     uint32_t *frames = pv->scratch;
-    while (depth > 1 && ((o->has_fold && matches(&o->fold, v->names[frames[0]])) ||
-                         (pv->has_fold_std && matches(&pv->fold_std, v->names[frames[0]])))) {
+    frames_all += depth;
+    for (size_t k = 0; k < depth; k++) text += pv->name_len[frames[k]] + 1;
+    if (frames_all > max_frames || text > max_text) {
+      snprintf(pv->over, sizeof pv->over, "stacks of more than %llu %s in all (the limit for a profile of "
+               "%llu bytes)", (unsigned long long)(frames_all > max_frames ? max_frames : max_text),
+               frames_all > max_frames ? "frames" : "bytes of frame names", (unsigned long long)size);
+      break;
+    }
+    while (depth > 1 && folds(v, o, frames[0])) {
       frames++;
       depth--;
     }
-    if (o->has_focus && !any_matches(v, &o->focus, frames, depth)) continue;
-    if (o->has_ignore && any_matches(v, &o->ignore, frames, depth)) continue;
+    if (o->has_focus && !any_matches(v, &o->focus, pv->focus_match, frames, depth)) continue;
+    if (o->has_ignore && any_matches(v, &o->ignore, pv->ignore_match, frames, depth)) continue;
     view_stack_t *st = &v->stacks[v->n_stacks++];
     st->frames = malloc((depth ? depth : 1) * sizeof *st->frames);
     if (st->frames == NULL) abort();
@@ -319,7 +464,10 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
     for (size_t k = 0; k < depth; k++) v->unnamed_frames += !v->named[frames[k]];
   }
   pindex_free(&ix);
-  return 0;
+  if (pv->over[0] == '\0') return 0;
+  rc = tool_error("the profile has %s: not a profile a profiler writes", pv->over);
+  view_free(v);
+  return rc;
 }
 
 void view_free(view_t *v)
@@ -330,7 +478,16 @@ void view_free(view_t *v)
     free(pv->loc_frames);
     free(pv->loc_depth);
     free(pv->slot);
+    free(pv->name_len);
+    free(pv->fn_name);
+    free(pv->fn_file);
+    free(pv->line_names);
+    free(pv->map_base);
     free(pv->scratch);
+    free(pv->fold_match);
+    free(pv->fold_std_match);
+    free(pv->focus_match);
+    free(pv->ignore_match);
     if (pv->has_fold_std) regfree(&pv->fold_std);
     free(pv);
   }
