@@ -15,6 +15,16 @@
  * samples.  In-use truth is counted the same way over the blocks still live when the profile is
  * written.  Each thread counts into its own table (acc_flush adds it to the program's), so counting
  * takes no lock.
+ *
+ * Freed blocks (MIMALLOC_PROF_LIFETIMES, which every run has): every block the workloads allocate is
+ * either live at the dump or freed through the library before it, so a site's freed truth, variance and
+ * expected samples are its allocated ones less its in-use ones (accuracy_read.c derives them).  The
+ * lifetime workload also counts the freed blocks that lived less than ACC_TEMP_NS (acc_temp).
+ *
+ * The peak (the peak workloads, single-threaded): acc_peak_live follows the live blocks; at each new
+ * high of their total their per-site counts are copied: the truth at the true peak.  The library's peak
+ * is half B's estimate (lib/peak.c): each block sampled with p_h = 1 - exp(-s/2R), weight s/p_h, so its
+ * variance there is s^2 (1 - p_h) / p_h per live block.
  */
 #ifndef ACCURACY_H
 #define ACCURACY_H
@@ -43,7 +53,9 @@ extern "C" {
   X(bun_small) X(bun_large)                                                                           \
   X(tiny_kept) X(tiny_freed)                                                                          \
   X(round_1) X(round_2) X(round_3) X(round_5)                                                         \
-  X(fork_worker)
+  X(fork_worker)                                                                                      \
+  X(peak_build) X(peak_keep)                                                                          \
+  X(life_short) X(life_long) X(life_kept)
 
 enum {
 #define X(name) ACC_##name,
@@ -60,6 +72,11 @@ void acc_no_truth(int site);             /* ... but its estimate has no known ex
 void acc_alloc(int site, size_t size);   /* one allocation of `size` bytes at `site`, counted */
 void acc_keep(void *p, size_t size, int site);   /* a counted block that stays live until the dump */
 void acc_flush(void);                    /* adds this thread's counts to the program's */
+void acc_peak_live(int site, size_t size, int sign);   /* a block enters (+1) or leaves (-1) the live set */
+/* The lifetime under which a freed block counts as temporary: 2^20 ns, a power of two, so that the
+ * profile's lifetime buckets ([2^k, 2^(k+1)) ns, labelled 2^k) are each wholly under it or not. */
+#define ACC_TEMP_NS ((uint64_t)1 << 20)
+void acc_temp(int site, size_t size);    /* a block of the site, freed, lived less than ACC_TEMP_NS */
 void acc_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* a line for the truth */
 void *acc_check(void *p);                /* dies when p is NULL; touches one byte of the block */
 void acc_die(const char *what) __attribute__((noreturn));

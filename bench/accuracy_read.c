@@ -13,6 +13,13 @@
  * as a location with no mapping, no line and address reason (pc - 1).  Anything else is "[other]".
  * "[total]" is every sample of the profile.
  *
+ * Sample types: the profile's alloc_*, inuse_*, peak_* and freed_* (the last with MIMALLOC_PROF_LIFETIMES,
+ * which bench/accuracy sets), and temp_*: the freed_* of the freed samples whose lifetime label is under
+ * ACC_TEMP_NS.  Truth: alloc_* and inuse_* from each site line; freed_* = alloc_* - inuse_* (truth,
+ * variance, third cumulant and expected samples alike: every block not live at the dump was freed
+ * through the library); peak_* and temp_* only where the workload printed "peak" and "temp" lines (a
+ * row shows a type only where it has its truth, or, [other] and [dropped] rows, where some row has).
+ *
  * Statistics, per row and sample type, over the N seeds (one process each; the seed changes only the
  * library's sampling, not what the workload does):
  *   D_i = estimate_i - truth_i (the truth may differ between runs: the fork workload's does);
@@ -53,9 +60,13 @@
 
 #include "profile.pb-c.h"
 
+#include "accuracy.h"
+
 typedef Perftools__Profiles__Profile profile_t;
 
-#define TYPES      4
+#define TYPES      10             /* in pairs: objects, bytes */
+#define PAIRS      (TYPES / 2)
+enum { PAIR_ALLOC, PAIR_INUSE, PAIR_PEAK, PAIR_FREED, PAIR_TEMP };
 #define MAX_ROWS   64
 #define MAX_MEMBERS 8
 #define MAX_CHECKS 8
@@ -63,7 +74,9 @@ typedef Perftools__Profiles__Profile profile_t;
 #define Z_GATE     4.0
 #define SKEW_NOTE  0.1            /* |skewness of z| above which the normal 4-sigma tail is off > 2.5x */
 
-static const char *const type_name[TYPES] = {"alloc_objects", "alloc_space", "inuse_objects", "inuse_space"};
+static const char *const type_name[TYPES] = {"alloc_objects", "alloc_space", "inuse_objects", "inuse_space",
+                                             "peak_objects",  "peak_space",  "freed_objects", "freed_space",
+                                             "temp_objects",  "temp_space"};
 static const char *const drop_name[] = {"memory", "too_large", "alignment", "no_arena",
                                         "unwind", "stacks", "fork", "arena_full"};
 
@@ -94,7 +107,7 @@ typedef enum { ROW_SITE, ROW_GROUP, ROW_SHARE, ROW_DROPPED, ROW_OTHER, ROW_TOTAL
 typedef struct obs_s {            /* one row in one run */
   double est[TYPES], truth[TYPES];
   double var[TYPES], k3[TYPES];   /* variance and third cumulant of the estimate (0: not known) */
-  double expect[2];               /* expected samples: among allocations, among live blocks */
+  double expect[PAIRS];           /* expected samples: among allocations, live blocks, ... (a pair each) */
 } obs_t;
 
 typedef struct row_s {
@@ -103,6 +116,7 @@ typedef struct row_s {
   bool       truth_known;         /* sites without "notruth"; groups and total of such sites */
   char       member[MAX_MEMBERS][64];   /* group: the sites summed; share: [0] / the sum of all */
   int        n_members;
+  bool       truth_of[PAIRS];     /* which pairs of types have a truth */
   obs_t     *obs;                 /* one per seed */
 } row_t;
 
@@ -125,6 +139,7 @@ typedef struct config_s {
   int     n_infos;
   double  samples_sum, dropped_sum;   /* from the profiles' comments, when they say */
   size_t  comment_runs;
+  bool    any_truth[PAIRS];   /* some row has this pair's truth */
 } config_t;
 
 static int row_index(const config_t *c, const char *name)
@@ -177,7 +192,7 @@ static void read_truth(config_t *c, size_t seed, const char *path)
   if (f == NULL) fail("%s: %s", path, strerror(errno));
   char line[1024], name[64], extra[16];
   while (fgets(line, sizeof line, f) != NULL) {
-    double n[4], v[4], k3[4], e[2];
+    double n[4], v[4], k3[4], e[2], x[7];
     char tag[16];
     int used = 0;
     if (sscanf(line, "%15s %63s %n", tag, name, &used) < 2) continue;
@@ -188,9 +203,19 @@ static void read_truth(config_t *c, size_t seed, const char *path)
       if (got < 14) fail("%s: bad site line: %s", path, line);
       row_t *r = add_row(c, name, ROW_SITE);
       r->truth_known = !(got == 15 && strcmp(extra, "notruth") == 0);
+      r->truth_of[PAIR_ALLOC] = r->truth_of[PAIR_INUSE] = true;
       obs_t *o = &r->obs[seed];
       memcpy(o->truth, n, sizeof n), memcpy(o->var, v, sizeof v), memcpy(o->k3, k3, sizeof k3);
       memcpy(o->expect, e, sizeof e);
+    } else if (strcmp(tag, "peak") == 0 || strcmp(tag, "temp") == 0) {
+      if (sscanf(line + used, "%lf %lf %lf %lf %lf %lf %lf", &x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6]) != 7)
+        fail("%s: bad %s line: %s", path, tag, line);
+      int pair = tag[0] == 'p' ? PAIR_PEAK : PAIR_TEMP, k = 2 * pair;
+      row_t *r = add_row(c, name, ROW_SITE);
+      r->truth_of[pair] = c->any_truth[pair] = true;
+      obs_t *o = &r->obs[seed];
+      o->truth[k] = x[0], o->truth[k + 1] = x[1], o->var[k] = x[2], o->var[k + 1] = x[3];
+      o->k3[k] = x[4], o->k3[k + 1] = x[5], o->expect[pair] = x[6];
     } else if ((strcmp(tag, "group") == 0 || strcmp(tag, "share") == 0) && seed == 0) {
       row_t *r = add_row(c, name, tag[0] == 'g' ? ROW_GROUP : ROW_SHARE);
       read_members(r, line + used, path);
@@ -302,6 +327,14 @@ static void read_comments(config_t *c, const profile_t *p)
   if (seen) c->comment_runs++;
 }
 
+/* The sample's lifetime label in nanoseconds; -1 when it has none. */
+static int64_t lifetime_of(const profile_t *p, const Perftools__Profiles__Sample *s)
+{
+  for (size_t i = 0; i < s->n_label; i++)
+    if (strcmp(string_at(p, s->label[i]->key), "lifetime") == 0) return s->label[i]->num;
+  return -1;
+}
+
 static void read_profile(config_t *c, size_t seed, const char *path)
 {
   profile_t *p = load_profile(path);
@@ -310,8 +343,10 @@ static void read_profile(config_t *c, size_t seed, const char *path)
     col[k] = -1;
     for (size_t j = 0; j < p->n_sample_type; j++)
       if (strcmp(string_at(p, p->sample_type[j]->type), type_name[k]) == 0) col[k] = (int)j;
-    if (col[k] < 0) fail("%s: no sample type %s", path, type_name[k]);
+    if (col[k] < 0 && k < 2 * PAIR_PEAK) fail("%s: no sample type %s", path, type_name[k]);
   }
+  if (col[2 * PAIR_FREED] >= 0) c->any_truth[PAIR_FREED] = true;
+  col[2 * PAIR_TEMP] = col[2 * PAIR_FREED], col[2 * PAIR_TEMP + 1] = col[2 * PAIR_FREED + 1];
   row_t *total = add_row(c, "[total]", ROW_TOTAL);
   for (size_t i = 0; i < p->n_sample; i++) {
     const Perftools__Profiles__Sample *s = p->sample[i];
@@ -319,8 +354,10 @@ static void read_profile(config_t *c, size_t seed, const char *path)
     row_name(p, s, name, sizeof name);
     row_t *r = find_row(c, name);
     if (r == NULL || r->kind != ROW_SITE) r = add_row(c, name, name[1] == 'd' ? ROW_DROPPED : ROW_OTHER);
+    int64_t lifetime = lifetime_of(p, s);
     for (int k = 0; k < TYPES; k++) {
-      double v = (size_t)col[k] < s->n_value ? (double)s->value[col[k]] : 0;
+      double v = col[k] >= 0 && (size_t)col[k] < s->n_value ? (double)s->value[col[k]] : 0;
+      if (k >= 2 * PAIR_TEMP && !(lifetime >= 0 && (uint64_t)lifetime < ACC_TEMP_NS)) v = 0;
       r->obs[seed].est[k] += v;
       total->obs[seed].est[k] += v;
     }
@@ -330,29 +367,52 @@ static void read_profile(config_t *c, size_t seed, const char *path)
 }
 
 /* Groups, shares and the total's truth, once every run is read. */
+/* A site's freed_* truth: its alloc_* less its inuse_* (see the top of the file). */
+static void derive_freed(const config_t *c, row_t *r)
+{
+  if (!c->any_truth[PAIR_FREED]) return;
+  r->truth_of[PAIR_FREED] = true;
+  for (size_t s = 0; s < c->seeds; s++) {
+    obs_t *o = &r->obs[s];
+    for (int k = 0; k < 2; k++) {
+      int f = 2 * PAIR_FREED + k, a = 2 * PAIR_ALLOC + k, u = 2 * PAIR_INUSE + k;
+      o->truth[f] = o->truth[a] - o->truth[u];
+      o->var[f] = o->var[a] - o->var[u];
+      o->k3[f] = o->k3[a] - o->k3[u];
+    }
+    o->expect[PAIR_FREED] = o->expect[PAIR_ALLOC] - o->expect[PAIR_INUSE];
+  }
+}
+
 static void derive_rows(config_t *c)
 {
   row_t *total = find_row(c, "[total]");
   total->truth_known = true;
+  for (int p = 0; p < PAIRS; p++) total->truth_of[p] = true;
   for (int i = 0; i < c->n_rows; i++) {
     row_t *r = &c->row[i];
     if (r->kind == ROW_SITE) {
+      derive_freed(c, r);
       total->truth_known &= r->truth_known;
+      for (int p = 0; p < PAIRS; p++) total->truth_of[p] &= r->truth_of[p];
       for (size_t s = 0; s < c->seeds; s++)
         for (int k = 0; k < TYPES; k++) {
           total->obs[s].truth[k] += r->obs[s].truth[k];
           total->obs[s].var[k] += r->obs[s].var[k];
           total->obs[s].k3[k] += r->obs[s].k3[k];
-          if (k < 2) total->obs[s].expect[k] += r->obs[s].expect[k];
+          if (k % 2 == 0) total->obs[s].expect[k / 2] += r->obs[s].expect[k / 2];
         }
     }
     if (r->kind != ROW_GROUP && r->kind != ROW_SHARE) continue;
     r->truth_known = true;
+    for (int p = 0; p < PAIRS; p++) r->truth_of[p] = true;
     const row_t *m[MAX_MEMBERS];
     for (int j = 0; j < r->n_members; j++) {
       m[j] = find_row(c, r->member[j]);
       if (m[j] == NULL || m[j]->kind != ROW_SITE) fail("%s: %s: no site %s", c->label, r->name, r->member[j]);
       r->truth_known &= m[j]->truth_known;
+      derive_freed(c, (row_t *)m[j]);
+      for (int p = 0; p < PAIRS; p++) r->truth_of[p] &= m[j]->truth_of[p];
     }
     for (size_t s = 0; s < c->seeds; s++) {
       obs_t *o = &r->obs[s];
@@ -361,7 +421,7 @@ static void derive_rows(config_t *c)
         for (int j = 0; j < r->n_members; j++) {
           est += m[j]->obs[s].est[k], truth += m[j]->obs[s].truth[k], var += m[j]->obs[s].var[k];
           k3 += m[j]->obs[s].k3[k];
-          if (k < 2) o->expect[k] += m[j]->obs[s].expect[k];
+          if (k % 2 == 0) o->expect[k / 2] += m[j]->obs[s].expect[k / 2];
         }
         if (r->kind == ROW_GROUP) {
           o->est[k] = est, o->truth[k] = truth, o->var[k] = var, o->k3[k] = k3;
@@ -426,8 +486,8 @@ static stat_t row_stat(const config_t *c, const row_t *r, int k)
   st.sd_meas = c->seeds > 1 ? sqrt(ss / (n - 1)) : 0;
   st.sd_theory = sqrt(sum_v / n);
   st.bias = st.truth != 0 ? mean_d / st.truth : NAN;
-  st.gated = r->truth_known && (r->kind == ROW_SITE || r->kind == ROW_GROUP || r->kind == ROW_SHARE ||
-                                r->kind == ROW_TOTAL);
+  st.gated = r->truth_known && r->truth_of[k / 2] &&
+             (r->kind == ROW_SITE || r->kind == ROW_GROUP || r->kind == ROW_SHARE || r->kind == ROW_TOTAL);
   if (!st.gated) return st;
   st.t = r->kind == ROW_SHARE;
   double sd = st.t ? st.sd_meas : st.sd_theory;
@@ -487,6 +547,8 @@ static void report_config(const config_t *c, totals_t *tot)
     const row_t *r = &c->row[i % c->n_rows];
     if (r->kind != order[i / c->n_rows]) continue;
     for (int k = 0; k < TYPES; k++) {
+      bool other = r->kind == ROW_OTHER || r->kind == ROW_DROPPED;
+      if (k >= 2 * PAIR_PEAK && !(other ? c->any_truth[k / 2] : r->truth_of[k / 2])) continue;
       stat_t st = row_stat(c, r, k);
       printf("%-24s %-13s", r->name, type_name[k]);
       if (!st.gated) {
@@ -600,7 +662,7 @@ int main(int argc, char **argv)
     load_config(&configs[i - 1], argv[i]);
     report_config(&configs[i - 1], &tot);
   }
-  printf("\n== Acceptance checks (issue 10)\n");
+  printf("\n== Acceptance checks (issues 10 and 22)\n");
   for (int i = 1; i < argc; i++) report_checks(&configs[i - 1], &tot);
   size_t seeds = configs[0].seeds;
   double pz = erfc(Z_GATE / sqrt(2)), pt = t_tail2(Z_GATE, (double)seeds - 1);

@@ -13,6 +13,10 @@
  *         and third cumulant (4 K) of the estimate of each (see accuracy.h); expected samples among the
  *         allocations and among the live blocks.  "notruth": the site's estimate has no known
  *         expectation (not gated).
+ *     peak NAME PO PB VO VB KO KB E   the peak workloads: the site's live objects and bytes at the true
+ *         peak, the variance and third cumulant of half B's estimate of each there, its expected samples
+ *     temp NAME TO TB VO VB KO KB E   the lifetime workload: the site's freed objects and bytes that
+ *         lived less than ACC_TEMP_NS, the variance and third cumulant of their estimate, expected samples
  *     group NAME SITE...          a row for the sum of these sites
  *     share NAME NUM SITE...      a row for site NUM's share of NUM + SITE... (each sample type)
  *     accept LABEL ROW TYPE rel|abs TOL   an acceptance check of issue 10 on a row
@@ -37,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mimalloc-prof.h"
 
@@ -75,27 +80,61 @@ static bool site_used[ACC_NSITES], site_no_truth[ACC_NSITES];
 
 void acc_use(int site) { site_used[site] = true; }
 
-/* One block of `size` bytes into t's counts (base AO: allocated, IO: live).  Its estimate is w B with
- * B ~ Bernoulli(p) and w = 1/p objects or s/p bytes: variance w^2 p (1-p), third cumulant
- * w^3 p (1-p) (1-2p). */
-static void count(tally_t *t, int base, size_t size)
+/* One block of `size` bytes (sign -1: one less) into t's counts (base AO: allocated, IO: live), for an
+ * estimate at rate `rate`.  Its estimate is w B with B ~ Bernoulli(p) and w = 1/p objects or s/p bytes:
+ * variance w^2 p (1-p), third cumulant w^3 p (1-p) (1-2p). */
+static void count_at(tally_t *t, int base, size_t size, double rate, int sign)
 {
-  double s = (double)size, x = s / (double)acc_rate;
+  double s = (double)size, x = s / rate;
   double p = -expm1(-x), odds = exp(-x) / p;          /* p and (1-p)/p, accurate at both ends */
   double k3 = odds * (1 - 2 * p) / p;                 /* (1-p)(1-2p)/p^2 */
   /* The library rounds each sample's weights at random to whole units (1/1024 object, 1 byte), up with
    * probability f = the fraction: that adds p f (1-f) units^2 of variance per allocation. */
   double wo = 1024 / p, fo = wo - floor(wo), wb = s / p, fb = wb - floor(wb);
-  t->n[base] += 1;
-  t->n[base + 1] += size;
-  t->var[base] += odds + p * fo * (1 - fo) / (1024.0 * 1024.0);
-  t->var[base + 1] += s * s * odds + p * fb * (1 - fb);
-  t->k3[base] += k3;
-  t->k3[base + 1] += s * s * s * k3;
-  t->expect[base / 2] += p;
+  t->n[base] += (uint64_t)(int64_t)sign;
+  t->n[base + 1] += (uint64_t)(int64_t)sign * size;
+  t->var[base] += sign * (odds + p * fo * (1 - fo) / (1024.0 * 1024.0));
+  t->var[base + 1] += sign * (s * s * odds + p * fb * (1 - fb));
+  t->k3[base] += sign * k3;
+  t->k3[base + 1] += sign * s * s * s * k3;
+  t->expect[base / 2] += sign * p;
 }
 
+static void count(tally_t *t, int base, size_t size) { count_at(t, base, size, (double)acc_rate, 1); }
+
 void acc_alloc(int site, size_t size) { count(&thread_tally[site], AO, size); }
+
+/* The peak workloads' truth: the live blocks per site as half B sees them (rate 2R), and their copy at
+ * the highest total; the temporaries of the lifetime workload.  Single-threaded workloads only. */
+static tally_t live_tally[ACC_NSITES], peak_tally[ACC_NSITES], temp_tally[ACC_NSITES];
+static uint64_t live_total, peak_total;
+static bool peak_used[ACC_NSITES], temp_used[ACC_NSITES];
+
+void acc_peak_live(int site, size_t size, int sign)
+{
+  peak_used[site] = true;
+  count_at(&live_tally[site], AO, size, 2.0 * (double)acc_rate, sign);
+  live_total += (uint64_t)(int64_t)sign * size;
+  if (live_total > peak_total) {
+    peak_total = live_total;
+    memcpy(peak_tally, live_tally, sizeof peak_tally);
+  }
+}
+
+void acc_temp(int site, size_t size)
+{
+  temp_used[site] = true;
+  count(&temp_tally[site], AO, size);
+}
+
+static void print_extra(const char *tag, const tally_t *t, const bool *used)
+{
+  for (int s = 0; s < ACC_NSITES; s++) {
+    if (!used[s]) continue;
+    printf("%s %s %" PRIu64 " %" PRIu64 " %.17g %.17g %.17g %.17g %.17g\n", tag, site_name[s], t[s].n[AO],
+           t[s].n[AB], t[s].var[AO], t[s].var[AB], t[s].k3[AO], t[s].k3[AB], t[s].expect[0]);
+  }
+}
 
 void acc_flush(void)
 {
@@ -159,6 +198,8 @@ static void print_truth(const char *workload, uint64_t rate, uint64_t seed)
     for (int k = 0; k < 4; k++) printf(" %.17g", t->k3[k]);
     printf(" %.17g %.17g%s\n", t->expect[0], t->expect[1], site_no_truth[s] ? " notruth" : "");
   }
+  print_extra("peak", peak_tally, peak_used);
+  print_extra("temp", temp_tally, temp_used);
   fputs(lines, stdout);
 }
 
@@ -249,6 +290,11 @@ ACC_SITE void *site_round_2(size_t n) { return malloc(n); }
 ACC_SITE void *site_round_3(size_t n) { return malloc(n); }
 ACC_SITE void *site_round_5(size_t n) { return malloc(n); }
 ACC_SITE void *site_fork_worker(size_t n) { return malloc(n); }
+ACC_SITE void *site_peak_build(size_t n) { return malloc(n); }
+ACC_SITE void *site_peak_keep(size_t n) { return malloc(n); }
+ACC_SITE void *site_life_short(size_t n) { return malloc(n); }
+ACC_SITE void *site_life_long(size_t n) { return malloc(n); }
+ACC_SITE void *site_life_kept(size_t n) { return malloc(n); }
 
 /* ---------------------------------------------------------------------------------------------------
    Single-threaded workloads
@@ -463,6 +509,93 @@ static void w_rounding(uint64_t rate, uint64_t seed, size_t div)
   }
 }
 
+/* The peak workloads (issue 22): 1600 blocks of 64 KiB (100 MiB) from site_peak_build, then, with
+ * `turnovers`, a plateau over which a random one is freed and replaced at the same site as many times as
+ * there are blocks, `turnovers` times over (a cache turning over: the in-use truth stays at 100 MiB, the
+ * estimate's noise is drawn again each time); all freed; then 40 x 256 KiB from site_peak_keep, kept.
+ * The true peak is the end of the build (100 MiB at site_peak_build, nothing at site_peak_keep); the
+ * acceptance of issue 22 is the mean peak estimate within 5% of it, for the site and in total. */
+#define PEAK_BLOCKS 1600
+static void *peak_blocks[PEAK_BLOCKS];
+
+static void *peak_block(void)
+{
+  void *p = acc_check(site_peak_build(64 << 10));
+  acc_alloc(ACC_peak_build, 64 << 10);
+  acc_peak_live(ACC_peak_build, 64 << 10, 1);
+  return p;
+}
+
+static void w_peak(uint64_t rate, uint64_t seed, size_t div, unsigned turnovers)
+{
+  acc_start(rate, seed);
+  acc_use(ACC_peak_build), acc_use(ACC_peak_keep);
+  size_t n = acc_scaled(PEAK_BLOCKS, div, 16);
+  for (size_t i = 0; i < n; i++) peak_blocks[i] = peak_block();
+  for (size_t k = 0; k < turnovers * n; k++) {
+    size_t i = (size_t)(next_random() >> 33) % n;
+    free(peak_blocks[i]);
+    acc_peak_live(ACC_peak_build, 64 << 10, -1);
+    peak_blocks[i] = peak_block();
+  }
+  for (size_t i = 0; i < n; i++) {
+    free(peak_blocks[i]);
+    acc_peak_live(ACC_peak_build, 64 << 10, -1);
+  }
+  for (size_t i = 0, m = acc_scaled(40, div, 4); i < m; i++) {
+    acc_keep(acc_check(site_peak_keep(256 << 10)), 256 << 10, ACC_peak_keep);
+    acc_alloc(ACC_peak_keep, 256 << 10);
+    acc_peak_live(ACC_peak_keep, 256 << 10, 1);
+  }
+  if (rate == 65536) {
+    const char *w = turnovers ? "plateau" : "transient";
+    acc_line("accept peak-%s-site site_peak_build peak_space rel 0.05", w);
+    acc_line("accept peak-%s-total [total] peak_space rel 0.05", w);
+  }
+}
+
+static void w_peak_transient(uint64_t rate, uint64_t seed, size_t div) { w_peak(rate, seed, div, 0); }
+static void w_peak_plateau(uint64_t rate, uint64_t seed, size_t div) { w_peak(rate, seed, div, 10); }
+
+static uint64_t mono_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Lifetimes (run with MIMALLOC_PROF_LIFETIMES=1, as every workload is): 256 x 16 KiB from site_life_long
+ * live while site_life_short allocates 200000 blocks of 1 KiB, each freed at once, then freed themselves;
+ * 16 x 64 KiB from site_life_kept, kept.  A short block counts as temporary when the time from before its
+ * malloc to after its free (CLOCK_MONOTONIC, the library's clock) is under ACC_TEMP_NS: the library's own
+ * measure lies within that, so the block is then temporary for it too (a block descheduled in between
+ * may be one for the library and not here: one weight, rarely).  A long block lives at least the short
+ * phase, which must be longer than ACC_TEMP_NS. */
+static void w_lifetimes(uint64_t rate, uint64_t seed, size_t div)
+{
+  static void *blocks[256];
+  acc_start(rate, seed);
+  acc_use(ACC_life_short), acc_use(ACC_life_long), acc_use(ACC_life_kept);
+  for (size_t i = 0; i < 256; i++) {
+    blocks[i] = acc_check(site_life_long(16 << 10));
+    acc_alloc(ACC_life_long, 16 << 10);
+  }
+  uint64_t t0 = mono_ns();
+  for (size_t i = 0, n = acc_scaled(200000, div, 1); i < n; i++) {
+    uint64_t before = mono_ns();
+    free(acc_check(site_life_short(1024)));
+    if (mono_ns() - before < ACC_TEMP_NS) acc_temp(ACC_life_short, 1024);
+    acc_alloc(ACC_life_short, 1024);
+  }
+  if (mono_ns() - t0 < ACC_TEMP_NS) die("the short phase took less than ACC_TEMP_NS");
+  for (size_t i = 0; i < 256; i++) free(blocks[i]);
+  temp_used[ACC_life_long] = temp_used[ACC_life_kept] = true;   /* no temporaries: truth 0 */
+  for (size_t i = 0; i < 16; i++) {
+    acc_keep(acc_check(site_life_kept(64 << 10)), 64 << 10, ACC_life_kept);
+    acc_alloc(ACC_life_kept, 64 << 10);
+  }
+}
+
 /* ---------------------------------------------------------------------------------------------------
    main
 --------------------------------------------------------------------------------------------------- */
@@ -482,7 +615,8 @@ int main(int argc, char **argv)
     {"sizes", w_sizes}, {"churn", w_churn}, {"calloc", w_calloc}, {"aligned", w_aligned},
     {"cxx", acc_w_cxx}, {"xthread", acc_w_xthread}, {"varied", w_varied}, {"restart", acc_w_restart},
     {"realloc_inplace", w_realloc_inplace}, {"realloc_mixed", w_realloc_mixed}, {"bun", w_bun},
-    {"rounding", w_rounding}, {"fork", acc_w_fork},
+    {"rounding", w_rounding}, {"fork", acc_w_fork}, {"peak_transient", w_peak_transient},
+    {"peak_plateau", w_peak_plateau}, {"lifetimes", w_lifetimes},
   };
   if (argc < 5) die("usage: accuracy_work WORKLOAD[:ARG] RATE SEED PROFILE [SCALE]");
   const char *name = argv[1];

@@ -32,7 +32,7 @@ extern "C" {
 
 /* Version of this header.  mi_prof_version() gives the library's. */
 #define MI_PROF_VERSION_MAJOR 0
-#define MI_PROF_VERSION_MINOR 2
+#define MI_PROF_VERSION_MINOR 3
 #define MI_PROF_VERSION_PATCH 0
 #define MI_PROF_VERSION \
   (MI_PROF_VERSION_MAJOR * 10000 + MI_PROF_VERSION_MINOR * 100 + MI_PROF_VERSION_PATCH)
@@ -106,8 +106,9 @@ mi_prof_decl_export bool mi_prof_is_enabled(void);
 
 /**
  * mi_prof_reset() - forget the cumulative counters: samples, alloc_objects, alloc_bytes,
- * untracked_frees, slow_path_calls, dropped[] and every stack's allocated estimates.  Live samples and
- * their in-use estimates are kept.
+ * untracked_frees, slow_path_calls, dropped[] and every stack's allocated (and freed) estimates, and
+ * start a new peak from what is in use now (and a new timeline).  Live samples and their in-use
+ * estimates are kept.
  * Return: true; false with errno EALREADY (not running), EDEADLK (from a callback) or ENOTSUP.
  * Thread safety: MT-Safe.  Async-signal safety: AS-Unsafe.
  */
@@ -170,20 +171,28 @@ typedef struct mi_prof_stats_s {
                                   * (an upper bound on what sampled blocks hold) */
   uint64_t sampled_bytes;        /* usable bytes of the live sampled blocks (what the program may use of
                                   * them; arena_resident_bytes - sampled_bytes is overhead) */
+  /* Since 0.3 (a caller compiled with 0.2's header passes MI_PROF_STATS_SIZE_V2): */
+  uint64_t peak_inuse_objects;   /* estimated objects in use at the peak: when the estimated bytes in use */
+  uint64_t peak_inuse_bytes;     /* were highest since start or reset (mi_prof_reset starts a new peak from
+                                  * what is in use then); kept after mi_prof_stop until the next start */
+  uint64_t peak_time_ns;         /* when: CLOCK_REALTIME nanoseconds since the epoch (0 before the first
+                                  * start) */
 } mi_prof_stats_t;
 
-/* sizeof(mi_prof_stats_t) in 0.1, which mi_prof_stats() still accepts. */
+/* sizeof(mi_prof_stats_t) in 0.1 and 0.2, which mi_prof_stats() still accepts. */
 #define MI_PROF_STATS_SIZE_V1 offsetof(mi_prof_stats_t, slow_path_calls)
+#define MI_PROF_STATS_SIZE_V2 offsetof(mi_prof_stats_t, peak_inuse_objects)
 
 /**
  * mi_prof_stats() - read the counters.
  * @stats: filled in.
  * @size: sizeof(mi_prof_stats_t) as the caller was compiled with (this header's, or
- *        MI_PROF_STATS_SIZE_V1 for a caller built against 0.1: only the fields it knows are written).
+ *        MI_PROF_STATS_SIZE_V2 / _V1 for a caller built against 0.2 / 0.1: only the fields it knows are
+ *        written).
  * Return: true; false with errno EINVAL (stats NULL or size not a known version) or ENOTSUP.
  *   Works while stopped (counts of the last session, sample_rate 0).
- * Thread safety: MT-Safe.  The record counters (samples .. alloc_bytes, untracked_frees) are one
- *   consistent snapshot; the arena_* fields, dropped[], profiler_bytes and slow_path_calls are read
+ * Thread safety: MT-Safe.  The record counters (samples .. alloc_bytes, untracked_frees) and the peak
+ *   are one consistent snapshot; the arena_* fields, dropped[], profiler_bytes and slow_path_calls are read
  *   just after.
  * Async-signal safety: AS-Unsafe.
  */
@@ -232,6 +241,9 @@ typedef struct mi_prof_stack_counts_s {
   uint64_t alloc_bytes;      /* estimated bytes allocated here since start or reset */
   uint64_t inuse_objects;    /* estimated objects allocated here and still in use */
   uint64_t inuse_bytes;      /* estimated bytes allocated here and still in use */
+  /* Since 0.3: */
+  uint64_t peak_objects;     /* estimated objects allocated here and in use at the peak (mi_prof_stats) */
+  uint64_t peak_bytes;       /* estimated bytes allocated here and in use at the peak */
 } mi_prof_stack_counts_t;
 
 /* One stack of mi_prof_visit: its return addresses, innermost first (the program's frame that called the
@@ -243,11 +255,12 @@ typedef bool mi_prof_visit_fn(void *const *frames, size_t depth, const mi_prof_s
 
 /**
  * mi_prof_visit() - call a function for every sampled stack of the current session.
- * @visitor: called once per stack sampled since start (with MIMALLOC_PROF_ACCUM=0: only for stacks
- *           with something in use).
+ * @visitor: called once per stack sampled since start, its label sets added up (with
+ *           MIMALLOC_PROF_ACCUM=0: only for stacks with something in use now or at the peak).
  * @arg: passed to the visitor.
  * The stacks and counters are one consistent snapshot, taken before the first call: the sums over all
- * stacks of inuse_bytes and alloc_bytes equal mi_prof_stats()'s (objects too, up to per-stack rounding).
+ * stacks of inuse_bytes, alloc_bytes and peak_bytes equal mi_prof_stats()'s inuse_bytes, alloc_bytes
+ * and peak_inuse_bytes (objects too, up to per-stack rounding).
  * The visitor runs with no profiler lock held and may call anything, including the allocator and the
  * mi_prof_* API; the frames arrays are valid only during its call.  After mi_prof_stop() there is
  * nothing to visit.
@@ -261,12 +274,15 @@ mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
 /**
  * mi_prof_dump() - write a heap profile (gzipped pprof profile.proto) to a file.
  * @path: the file to create or truncate (mode 0644); NULL = the next automatic name,
- *        <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.m.pb.gz (relative to the current directory unless the
- *        prefix is absolute).
- * The profile holds every stack sampled since start (with MIMALLOC_PROF_ACCUM=0 only those with
- * something in use) and four values per stack: alloc_objects, alloc_space (bytes), inuse_objects, inuse_space;
- * the period is the sample rate.  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a
- * valid profile with no samples.
+ *        <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.m.pb.gz, <seq> zero-padded to six digits (relative to the
+ *        current directory unless the prefix is absolute).
+ * The profile holds a sample per label set (thread, bucketed size) of every stack sampled since start
+ * (with MIMALLOC_PROF_ACCUM=0 only those with something in use now or at the peak) and six values:
+ * alloc_objects, alloc_space (bytes), inuse_objects, inuse_space, peak_objects, peak_space (with
+ * MIMALLOC_PROF_LIFETIMES two more, freed_objects, freed_space, in samples per lifetime bucket); a
+ * comment gives the peak and when; the period is the sample rate (mimalloc_prof(3), HEAP PROFILE
+ * FORMAT).  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a valid profile with no
+ * samples.
  * The first dump loads zlib and protobuf-c (dlopen).
  * Return: true; false with errno from open(2), write(2) or close(2), ENOMEM (the profile did not fit
  *   in MIMALLOC_PROF_MAX_BYTES), EIO (compression failed), ELIBACC (zlib or protobuf-c could not be

@@ -65,6 +65,7 @@ static bool start(size_t sample_rate, uint64_t seed, bool prime)
     return fail(ENOMEM);
   }
   session_id++;
+  mprof_sampler_session_begin();
   mprof_record_begin((session_id << 1) | 1);     /* fresh counters and stacks, this session only */
   mprof_drops_reset();
   mprof_sampler_reset_calls();
@@ -140,7 +141,9 @@ static uint64_t fx_to_objects(uint64_t fx) { return (fx + MPROF_FX_ONE / 2) / MP
 
 bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
 {
-  if (stats == NULL || (size != sizeof(mi_prof_stats_t) && size != MI_PROF_STATS_SIZE_V1)) return fail(EINVAL);
+  if (stats == NULL || (size != sizeof(mi_prof_stats_t) && size != MI_PROF_STATS_SIZE_V2 &&
+                        size != MI_PROF_STATS_SIZE_V1))
+    return fail(EINVAL);
   mprof_totals_t t;
   mi_prof_stats_t st;
   memset(&st, 0, sizeof st);
@@ -165,7 +168,10 @@ bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
   st.arena_resident_bytes = heap.resident_bytes;
   st.sampled_bytes = heap.live_bytes;
   st.slow_path_calls = mprof_sampler_slow_path_calls();
-  memcpy(stats, &st, size);          /* a 0.1 caller gets the fields it knows */
+  st.peak_inuse_objects = fx_to_objects(t.peak_obj_fx);
+  st.peak_inuse_bytes = t.peak_bytes;
+  st.peak_time_ns = t.peak_ns;
+  memcpy(stats, &st, size);          /* a 0.1 or 0.2 caller gets the fields it knows */
   return true;
 }
 
@@ -278,6 +284,7 @@ static void check_interposed(void)
 __attribute__((constructor)) static void mprof_init(void)
 {
   mprof_options_init();
+  mprof_lifetimes = mprof_option(MPROF_OPT_LIFETIMES) != 0;
   mprof_unwind_init();
   mprof_dump_init();
   pthread_atfork(prefork, postfork_parent, postfork_child);

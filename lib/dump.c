@@ -1,7 +1,8 @@
 /* dump.c - heap profile dumps: the API, automatic dumps and their file names, the final profile and the
  * leak report.
  *
- * Files are <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.<kind>.pb.gz with kind m (mi_prof_dump), f (final: at exit,
+ * Files are <MIMALLOC_PROF_PREFIX>.<pid>.<seq>.<kind>.pb.gz, <seq> zero-padded to six digits (listed by
+ * name, they come in the order written), with kind m (mi_prof_dump), f (final: at exit,
  * or on a MIMALLOC_PROF_FINAL_SIGNALS signal), i (interval), u (new peak), s (MIMALLOC_PROF_SIGNAL), p
  * (periodic, MIMALLOC_PROF_PERIOD).  The triggers and the thread that writes i, u, s, p and the signals' f
  * profiles are profiler.c's; MIMALLOC_PROF_KEEP's retention of p, i and u files is retain.c's.
@@ -64,7 +65,7 @@ static const char *failure_option(int err)
 static bool write_locked(int fd, const mprof_objects_t *objs, char kind)
 {
   mprof_snapshot_t snap;
-  if (!mprof_snapshot_take(&snap, mprof_option(MPROF_OPT_ACCUM) != 0)) return false;
+  if (!mprof_snapshot_take(&snap, mprof_option(MPROF_OPT_ACCUM) != 0, true)) return false;
   uint64_t now = clock_ns(CLOCK_REALTIME), mono = clock_ns(CLOCK_MONOTONIC);
   mi_prof_stats_t st;
   mi_prof_stats(&st, sizeof st);
@@ -154,8 +155,8 @@ static void shield_down(dump_shield_t *sh)
 static bool next_name(char kind, char *out, size_t len)
 {
   uint64_t seq = __atomic_fetch_add(&dump_seq, 1, __ATOMIC_RELAXED);
-  int n = snprintf(out, len, "%s.%d.%llu.%c.pb.gz", mprof_option_str(MPROF_OPT_PREFIX), (int)getpid(),
-                   (unsigned long long)seq, kind);
+  int n = snprintf(out, len, "%s.%d." MPROF_SEQ_FORMAT ".%c.pb.gz", mprof_option_str(MPROF_OPT_PREFIX),
+                   (int)getpid(), (unsigned long long)seq, kind);
   if (n > 0 && (size_t)n < len) return true;
   errno = ENAMETOOLONG;
   return false;
@@ -314,6 +315,7 @@ bool mprof_dump_leak_write(int fd, const mprof_snapshot_t *snap, const mprof_obj
   size_t top[LEAK_SITES], n = 0;                  /* indices of the largest in-use stacks, descending */
   for (size_t i = 0; i < snap->n; i++) {
     uint64_t b = snap->stack[i].counts.inuse_bytes;
+    if (b == 0) continue;                         /* a stack of the peak only */
     size_t at = n < LEAK_SITES ? n++ : LEAK_SITES;
     while (at > 0 && snap->stack[top[at - 1]].counts.inuse_bytes < b) {
       if (at < LEAK_SITES) top[at] = top[at - 1];
@@ -373,7 +375,7 @@ static void final_locked(const mprof_objects_t *objs, bool profile, bool leak)
   if (profile) auto_locked('f', objs);
   if (!leak) return;
   mprof_snapshot_t snap;
-  if (objs == NULL || !mprof_snapshot_take(&snap, false)) {
+  if (objs == NULL || !mprof_snapshot_take(&snap, false, false)) {
     if (mprof_warn_once_claim(&leak_failure_said))
       mprof_warn("cannot write the leak report: %s", objs == NULL || errno == ENOMEM
                  ? "ENOMEM (MIMALLOC_PROF_MAX_BYTES)" : strerrorname_np(errno));

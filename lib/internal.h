@@ -65,6 +65,7 @@ extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
 
 #include <pthread.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "mimalloc-prof.h"
 
@@ -92,6 +93,8 @@ extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
  *   2. sheap.c   sheap_lock      every operation on the slots of sampled blocks
  *   3. record.c  shard[i].lock   one shard of the record table, in index order when taking several
  *   4. stacktab.c shard[i].lock  one shard of the stack table, in index order when taking several
+ *   5. peak.c    peak_lock       every change of the estimates (in-use, allocated, freed), the peak and the
+ *                                timeline; taken only inside one record shard lock, nothing inside it
  * The profiler thread serving the control socket (control.c) holds none of these while it waits for a client
  * or talks to one: it takes dump_lock (through mi_prof_dump_fd) to write a profile into memory, and sends it
  * afterwards; start, stop, reset and stats take api_lock as the API does.
@@ -175,19 +178,28 @@ bool mprof_lazy_loaded(mprof_lazy_group_t group);   /* lock-free, async-signal-s
  * and output buffers, two copies of the loaded-object list (two dumps may prepare at once; a list of up
  * to MPROF_DUMP_OBJECTS_BYTES, about 150 objects, is covered), the page rounding of the dump's four
  * other mappings, and the "dropped (reason)" stacks, which live outside the stack table (128 bytes each
- * cover a one-frame stack's share).  Per stack: its snapshot entry (snapshot.c).  Per frame: the
- * snapshot's copy, and pprof.c's sorted distinct return addresses and their names (one word each).  The
- * leak report and a visit need less (a snapshot). */
+ * cover a one-frame stack's share; with MIMALLOC_PROF_LIFETIMES their lifetime buckets too).  Per frame of
+ * a stack: the snapshot's copy, and pprof.c's sorted distinct return addresses and their names (one word
+ * each).  Per label set and lifetime bucket (stacktab.c): its snapshot entry (snapshot.c) and pprof.c's
+ * index of thread labels; a stack takes none of its own in a dump, and in a visit (one per stack) only
+ * when it has a label set, which then takes none.  The timeline (peak.c) is copied whole, and once more by
+ * pprof.c into the message's three arrays.  The leak report and a visit need less (a snapshot). */
 #define MPROF_DUMP_ZLIB_WBITS    14
 #define MPROF_DUMP_ZLIB_MEMLEVEL 6
 #define MPROF_DUMP_ZLIB_BYTES    (((size_t)1 << (MPROF_DUMP_ZLIB_WBITS + 2)) + \
                                   ((size_t)1 << (MPROF_DUMP_ZLIB_MEMLEVEL + 9)) + ((size_t)16 << 10))
 #define MPROF_DUMP_IO_BYTES      ((size_t)16 << 10)
 #define MPROF_DUMP_OBJECTS_BYTES ((size_t)32 << 10)
+#define MPROF_TIMELINE_POINTS    1024
+#define MPROF_DUMP_TIMELINE_BYTES ((MPROF_TIMELINE_POINTS + 2) * 3 * sizeof(uint64_t))
 #define MPROF_DUMP_FIXED_BYTES   (MPROF_DUMP_ZLIB_BYTES + MPROF_DUMP_IO_BYTES + 2 * MPROF_DUMP_OBJECTS_BYTES + \
-                                  4 * (size_t)4096 + MI_PROF_DROP_REASONS * (size_t)128)
-#define MPROF_DUMP_STACK_BYTES   (2 * sizeof(size_t) + 4 * sizeof(uint64_t))   /* sizeof(mprof_snap_stack_t) */
+                                  2 * MPROF_DUMP_TIMELINE_BYTES + 6 * (size_t)4096 + \
+                                  MI_PROF_DROP_REASONS * (size_t)128)
+#define MPROF_DUMP_STACK_BYTES   (2 * sizeof(size_t) + 10 * sizeof(uint64_t) + 16 /* the snapshot's entry */ \
+                                  + 16 + sizeof(uint64_t))   /* pprof.c: the thread label's index, 2 words */
 #define MPROF_DUMP_FRAME_BYTES   (2 * sizeof(uintptr_t) + sizeof(uint64_t))
+#define MPROF_DUMP_LIFETIMES_BYTES (MI_PROF_DROP_REASONS * 65 /* MPROF_LIFETIME_BUCKETS */ * \
+                                    MPROF_DUMP_STACK_BYTES)
 
 void  *mprof_pmem_map(size_t bytes);           /* tables; NULL when over budget or mmap fails */
 void   mprof_pmem_unmap(void *p, size_t bytes);
@@ -253,7 +265,7 @@ static inline size_t mprof_guard_enter(void)
 
 void mprof_guard_drain(mprof_tls_t *t);   /* frees what was deferred; guard still up */
 
-/* The profiler's own locks (ranks 1..4), counted per thread: a fork from a signal handler that interrupted
+/* The profiler's own locks (ranks 1..5), counted per thread: a fork from a signal handler that interrupted
  * its thread while that thread held one must not take them again (api.c's fork handlers). */
 static inline void mprof_lock(pthread_mutex_t *m)
 {
@@ -287,9 +299,10 @@ uint64_t mprof_random64(void);
 bool     mprof_take_sample(mprof_tls_t *t, size_t size, size_t before);          /* guard up */
 void    *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r);
 mi_heap_t *mprof_sample_heap(const mprof_req_t *r);   /* the heap a sampled block belongs to */
-uint64_t mprof_sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why);
+uint64_t mprof_sample_stack(mprof_tls_t *t, size_t size, uint64_t *now, mi_prof_drop_reason_t *why);
 void     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
-                             mi_prof_drop_reason_t why);
+                             mi_prof_drop_reason_t why, uint64_t now);
+void     mprof_sampler_session_begin(void);   /* reads the process's name (thread labels) */
 
 /* An unsampled allocation straight from mimalloc (the slow paths' fallback). */
 static inline void *mprof_plain_alloc(size_t size, size_t alignment, bool zero)
@@ -356,16 +369,19 @@ static inline bool mprof_sheap_maybe(const void *p)
 /* "record.c": live sampled blocks, a sharded address -> record table */
 #define MPROF_RECORD_OBSERVED 1u              /* the observer's on_sample saw this block */
 #define MPROF_RECORD_ORPHAN   2u              /* no longer a sample: no weight, no stack (record.c) */
+#define MPROF_RECORD_HALF_A   4u              /* in half A, half B of the samples (peak.c), or both */
+#define MPROF_RECORD_HALF_B   8u
 
 typedef struct mprof_record_s {
   uintptr_t addr;         /* block address; 0 = empty slot */
   size_t    size;         /* requested bytes (current size after an in-place realloc) */
   uint64_t  obj_fx;       /* estimated objects this sample stands for, 1/MPROF_FX_ONE units */
   uint64_t  inuse_bytes;  /* estimated bytes it adds to in-use: size * obj_fx / MPROF_FX_ONE */
-  uint64_t  stack_id;     /* interned stack (0 = none) */
+  uint64_t  half_bytes;   /* the bytes it stands for in its half, or halves (peak.c) */
+  uint64_t  stack_id;     /* interned label set (0 = none) */
   mi_heap_t *heap;        /* the mimalloc heap it was allocated from (mi_heap_destroy frees it) */
-  uint32_t  tid;          /* sampling thread */
-  uint32_t  flags;        /* MPROF_RECORD_* */
+  uint64_t  alloc_ns : 60; /* CLOCK_MONOTONIC when it was sampled (lifetimes, the timeline): 36 years */
+  uint64_t  flags : 4;    /* MPROF_RECORD_* */
 } mprof_record_t;         /* 64 bytes: one cache line */
 
 /* Sums over the live records and the session's samples. */
@@ -378,6 +394,9 @@ typedef struct mprof_totals_s {
   uint64_t alloc_obj_fx;
   uint64_t alloc_bytes;
   uint64_t untracked_frees;  /* stale records replaced by a new sample at the same address */
+  uint64_t peak_obj_fx;      /* the estimated in-use total at its high-water mark since start or reset */
+  uint64_t peak_bytes;       /*   (peak.c) */
+  uint64_t peak_ns;          /*   when it was reached, CLOCK_REALTIME; 0 = no session yet */
 } mprof_totals_t;
 
 typedef enum { MPROF_INSERT_OK, MPROF_INSERT_SESSION, MPROF_INSERT_MEMORY } mprof_insert_t;
@@ -402,49 +421,159 @@ void           mprof_record_totals(mprof_totals_t *out);
 void           mprof_record_totals_locked(mprof_totals_t *out);   /* every shard lock held */
 void           mprof_record_reset_alloc(void);
 
-/* "stacktab.c": interned stacks with per-stack counters */
+/* "stacktab.c": interned stacks with their label sets and per-label-set counters.
+ *
+ * Labels of a sample (pprof's Sample.label): the allocating thread (its name, else "tid N") and the
+ * requested size, bucketed (mprof_bytes_bucket); a freed sample adds its lifetime bucket. */
+#define MPROF_THREAD_LABEL 16              /* a thread's name: 15 bytes and the NUL (TASK_COMM_LEN) */
+typedef struct mprof_labels_s {
+  union {
+    char     thread[MPROF_THREAD_LABEL];   /* NUL-padded; "" = none */
+    uint64_t thread_words[2];              /*   the same, compared and hashed a word at a time */
+  };
+  uint64_t bytes;                           /* bucketed requested size; 0 = none */
+} mprof_labels_t;
+
+/* The requested size with all but its three highest bits cleared: exact below 8 bytes, then four
+ * classes per power of two (8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ...), at most 20% below the size. */
+static inline uint64_t mprof_bytes_bucket(uint64_t size)
+{
+  if (size < 8) return size;
+  unsigned drop = (unsigned)(61 - __builtin_clzll(size));   /* bit length - 3 */
+  return size >> drop << drop;
+}
+
+/* Lifetimes: bucket b > 0 holds lifetimes of [2^(b-1), 2^b) ns, b = 0 a lifetime of 0; the label is the
+ * bucket's lower bound. */
+#define MPROF_LIFETIME_BUCKETS 65
+static inline unsigned mprof_lifetime_bucket(uint64_t ns)
+{
+  return ns == 0 ? 0 : 64 - (unsigned)__builtin_clzll(ns);
+}
+static inline uint64_t mprof_lifetime_floor(unsigned b) { return b == 0 ? 0 : (uint64_t)1 << (b - 1); }
+
+/* Entries of the stack table: a stack (its frames; counts nothing itself), a label set of a stack
+ * (allocated, in-use and peak counters; a record holds its id), and a lifetime bucket of a label set
+ * (freed counters; only with MIMALLOC_PROF_LIFETIMES).  All the entries of one stack live in one shard. */
+enum { MPROF_ENTRY_STACK, MPROF_ENTRY_SET, MPROF_ENTRY_FREED };
+#define MPROF_ENTRY_NONE UINT32_MAX        /* link of the "dropped" entries: their own frames */
+
 typedef struct mprof_stack_s {
-  uint64_t         hash;
+  uint64_t         hash;           /* of the entry's key */
+  const uintptr_t *frames;         /* return addresses, innermost first (the stack's copy) */
   uint32_t         depth;          /* frames */
-  const uintptr_t *frames;         /* return addresses, innermost first */
-  uint64_t         alloc_obj_fx;   /* relaxed atomics, changed under a record shard lock: */
-  uint64_t         alloc_bytes;    /*   estimated allocated objects (fixed point) and bytes */
-  uint64_t         inuse_obj_fx;   /*   estimated in-use objects (fixed point) and bytes */
+  uint8_t          kind;           /* MPROF_ENTRY_* */
+  uint8_t          lifetime;       /* FREED: the bucket */
+  uint8_t          shard;          /* where it is: its shard (the "dropped" entries: past the last) */
+  uint32_t         link;           /* SET: its stack's entry number; FREED: its set's; STACK: label sets */
+  uint32_t         number;         /*   and its number there */
+  mprof_labels_t   labels;         /* SET, FREED */
+  /* Changed under peak_lock (peak.c) inside a record shard lock, so a snapshot holding every record
+   * shard lock sees them stand still: */
+  uint64_t         alloc_obj_fx;   /* estimated allocated objects (fixed point) and bytes; FREED: the */
+  uint64_t         alloc_bytes;    /*   estimated objects and bytes freed after a lifetime in the bucket
+                                    *   (relaxed atomics, added under a record shard lock only) */
+  uint64_t         inuse_obj_fx;   /* estimated in-use objects (fixed point) and bytes */
   uint64_t         inuse_bytes;
+  uint64_t         half_obj_fx;    /* in use in half B of the samples (peak.c) */
+  uint64_t         half_bytes;
+  uint64_t         peak_obj_fx;    /* half B's in-use at the peak of generation peak_gen (peak.c) */
+  uint64_t         peak_bytes;
+  uint64_t         peak_gen;
+  void            *snap;           /* STACK: its place in the snapshot being taken (snapshot.c) */
+  struct mprof_stack_s *freed_hint; /* SET: the FREED entry of its last free (relaxed atomic; record.c) */
 } mprof_stack_t;
 
-/* The stack's id; 0 when it cannot be interned, with *why = MI_PROF_DROP_MEMORY or _STACKS, or
- * MI_PROF_DROP_REASONS when the session is over (not a drop). */
-uint64_t       mprof_stack_intern(const uintptr_t *frames, size_t depth, uint64_t session_word,
-                                  mi_prof_drop_reason_t *why);
-mprof_stack_t *mprof_stack_get(uint64_t id);
-uint64_t       mprof_stack_dropped(mi_prof_drop_reason_t why);   /* the one-frame "dropped (why)" stack */
+/* Ids are the entries' addresses (entries never move during a session; 0 = none), resolved only by
+ * record.c under a record shard lock of the current session (the table is released at stop only while
+ * every record shard lock is held, and the records lose their ids then). */
+static inline mprof_stack_t *mprof_stack_get(uint64_t id) { return (mprof_stack_t *)(uintptr_t)id; }
+
+/* The label set's id for a sample with these frames and labels; 0 when it cannot be interned, with
+ * *why = MI_PROF_DROP_MEMORY or _STACKS, or MI_PROF_DROP_REASONS when the session is over (not a drop).
+ * Beyond MPROF_LABEL_SETS label sets of one stack, a sample goes to the set of thread "[other]" and its
+ * size's power of two. */
+#define MPROF_LABEL_SETS 32
+#define MPROF_OTHER_THREAD "[other]"
+uint64_t       mprof_stack_intern(const uintptr_t *frames, size_t depth, const mprof_labels_t *labels,
+                                  uint64_t session_word, mi_prof_drop_reason_t *why);
+/* The FREED entry of a set for lifetime bucket b (record shard lock held); a "dropped (memory)" one when
+ * it cannot be added. */
+uint64_t       mprof_stack_freed(uint64_t set_id, unsigned b);
+uint64_t       mprof_stack_dropped(mi_prof_drop_reason_t why);   /* the one-frame "dropped (why)" set */
 void           mprof_stacks_begin(uint64_t session_word);
 void           mprof_stacks_end(void);
 void           mprof_stacks_reset_alloc(void);
-void           mprof_stacks_each(void (*fn)(const mprof_stack_t *e, void *arg), void *arg);
+/* Calls fn for every entry, a stack before its sets and a set before its FREED entries, with the stack
+ * it belongs to (NULL for the "dropped" entries, which hold their own frame); every record shard lock
+ * held, so the counters stand still. */
+void           mprof_stacks_each(void (*fn)(mprof_stack_t *e, mprof_stack_t *stack, void *arg), void *arg);
 void           mprof_stacks_prefork(void);
 void           mprof_stacks_postfork(void);
 void           mprof_stacks_postfork_reinit(void);
 
+/* "peak.c": the estimated totals over time: in-use and allocated, the peak (the in-use of every label
+ * set when the in-use total reached its high-water mark) and the timeline.  Every change goes through
+ * mprof_peak_sample or mprof_peak_free, under the record shard lock of the block concerned. */
+typedef struct mprof_point_s {
+  uint64_t t_ns;                   /* CLOCK_MONOTONIC */
+  uint64_t inuse_bytes, alloc_bytes;   /* estimated totals then */
+} mprof_point_t;
+
+extern bool mprof_lifetimes;       /* MIMALLOC_PROF_LIFETIMES, fixed at load */
+
+static inline uint64_t mprof_mono_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A sample and its free: mprof_peak_sample and mprof_peak_free (peak.h, inline in record.c).  A dropped
+ * sample's allocated weight, with nothing in use: */
+void mprof_peak_alloc_only(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes);
+/* Every record shard lock held: */
+void mprof_peak_begin(uint64_t now_ns);            /* a session starts */
+void mprof_peak_end(void);                         /* it stops: nothing in use */
+void mprof_peak_reset(uint64_t now_ns);            /* mi_prof_reset: a new peak, allocated from 0 */
+void mprof_peak_totals(mprof_totals_t *t);         /* the peak's fields of t */
+void mprof_peak_of(const mprof_stack_t *e, uint64_t *obj_fx, uint64_t *bytes);   /* e's in-use at the peak */
+size_t mprof_peak_timeline(mprof_point_t *out, uint64_t *realtime_offset_ns);   /* room: POINTS + 2 */
+/* A session's start (api_lock; a fork child: async-signal-safe): the sample rate (the timeline's least
+ * step is four sample periods), and the interval and peak triggers (profiler.c's MIMALLOC_PROF_INTERVAL
+ * and _GDUMP): a profile each time the allocated estimate grows by interval_bytes, and when the in-use
+ * estimate passes the last such profile's by a tenth and at least gdump_floor bytes; 0 = off. */
+void mprof_peak_configure(uint64_t rate, uint64_t interval_bytes, uint64_t gdump_floor);
+void mprof_peak_postfork_reinit(void);
+
 /* "snapshot.c": a consistent copy of the stacks and totals (mi_prof_visit, dumps) */
 typedef struct mprof_snap_stack_s {
-  mi_prof_stack_counts_t counts;
+  mi_prof_stack_counts_t counts;      /* FREED entries: 0 */
+  uint64_t               freed_objects, freed_bytes;
+  mprof_labels_t         labels;      /* per stack (visits, the leak report): none */
+  uint64_t               lifetime;    /* FREED entries: the bucket + 1; 0 = none */
   size_t                 depth;
   uintptr_t             *frames;      /* into the snapshot's memory */
 } mprof_snap_stack_t;
 
 typedef struct mprof_snapshot_s {
   bool                all;            /* stacks with nothing in use too (MIMALLOC_PROF_ACCUM) */
+  bool                sets;           /* an entry per label set and lifetime bucket (dumps), else per stack */
   mprof_snap_stack_t *stack;          /* n stacks */
   size_t              n, cap;
   mprof_totals_t      totals;         /* the record totals at the same instant */
+  mprof_point_t      *timeline;       /* n_points, oldest first (the current state is not among them) */
+  size_t              n_points;
+  uint64_t            realtime_offset_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC for the timeline */
   uintptr_t          *frame_next;
+  size_t              frames_left;
   void               *mem;            /* profiler memory holding it all */
   size_t              bytes;
 } mprof_snapshot_t;
 
-bool mprof_snapshot_take(mprof_snapshot_t *s, bool all);   /* false: ENOMEM */
+/* sets: an entry per label set and lifetime bucket (dumps), else one per stack with the sum of its sets
+ * (visits, the leak report). */
+bool mprof_snapshot_take(mprof_snapshot_t *s, bool all, bool sets);   /* false: ENOMEM */
 void mprof_snapshot_release(mprof_snapshot_t *s);
 
 /* "objects.c": the loaded objects, copied from the loader's list before any profiler lock is taken */
@@ -517,6 +646,10 @@ bool mprof_api_control_start(size_t sample_rate);
 bool mprof_api_control_stop(void);
 bool mprof_api_control_reset(void);
 
+/* The sequence number in the names of automatic profiles (dump.c, retain.c): zero-padded, so that they
+ * sort by name in the order written (up to a million per process). */
+#define MPROF_SEQ_FORMAT "%06llu"
+
 /* "retain.c": MIMALLOC_PROF_KEEP, the newest automatic profiles of a kind in the directory `dir` (a
  * descriptor; dump_lock held) */
 void mprof_retain(char kind, int dir);
@@ -585,8 +718,9 @@ void mprof_control_shutdown(void);              /* nobody serves it (a fork chil
 /* "profiler.c": the profiler thread and the triggers that wake it */
 bool mprof_profiler_init(void);                /* at load: starts the thread if a trigger needs it */
 void mprof_profiler_session_begin(uint64_t rate);
-void mprof_dump_note_alloc(uint64_t bytes);    /* sampler.c: a sample of this many estimated bytes */
-void mprof_dump_note_inuse(int64_t delta);     /* sampler.c: the in-use estimate changed */
+#define MPROF_TRIGGER_INTERVAL 1u
+#define MPROF_TRIGGER_PEAK     2u
+void mprof_profiler_trigger(unsigned triggers); /* peak.c: MPROF_TRIGGER_* passed; async-signal-safe */
 bool mprof_profiler_final_pending(void);      /* a final signal waits to be re-raised */
 bool mprof_profiler_reraise(void);             /* re-raises it (after the final profile); true when that
                                                   * ends the process (default action) */

@@ -80,10 +80,8 @@ static void release_heap(mi_heap_t *heap)
       const mprof_record_t *r = &b.r[i];
       void *p = (void *)r->addr;
       mprof_sheap_untrack(p);
-      if (!(r->flags & MPROF_RECORD_ORPHAN)) {
-        mprof_dump_note_inuse(-(int64_t)r->inuse_bytes);
-        if ((r->flags & MPROF_RECORD_OBSERVED) && obs.on_free != NULL) obs.on_free(p, r->size, obs.arg);
-      }
+      if (!(r->flags & MPROF_RECORD_ORPHAN) && (r->flags & MPROF_RECORD_OBSERVED) && obs.on_free != NULL)
+        obs.on_free(p, r->size, obs.arg);
       if (mprof_sheap_in_slot(p)) mprof_sheap_free(p);
     }
   } while (b.n == BATCH);

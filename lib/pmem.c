@@ -72,6 +72,7 @@ void mprof_pmem_unmap(void *p, size_t bytes)
 bool mprof_pmem_reserve(size_t bytes)
 {
   size_t limit = budget(), fixed = MPROF_DUMP_FIXED_BYTES;
+  if (mprof_lifetimes) fixed += MPROF_DUMP_LIFETIMES_BYTES;
   return limit >= fixed && charge(&pmem_committed, bytes, limit - fixed);
 }
 

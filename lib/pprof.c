@@ -13,8 +13,10 @@
  * MIMALLOC_PROF_MAX_BYTES never prevents a profile.  Nothing here calls malloc and no loader lock is
  * taken (the names come from objects.c), so it runs under dump_lock.
  *
- * pprof rules, where they apply: string_table[0] is ""; ids are 1..n; four sample types in the order
- * alloc_objects/count, alloc_space/bytes, inuse_objects/count, inuse_space/bytes, default inuse_space;
+ * pprof rules, where they apply: string_table[0] is ""; ids are 1..n; six sample types in the order
+ * alloc_objects/count, alloc_space/bytes, inuse_objects/count, inuse_space/bytes, peak_objects/count,
+ * peak_space/bytes, and with MIMALLOC_PROF_LIFETIMES two more, freed_objects/count, freed_space/bytes;
+ * default inuse_space;
  * period_type space/bytes with period = the sample rate; every frame is a return address, so a
  * location's address is pc - 1 (it then falls inside the call instruction); one mapping per executable
  * PT_LOAD segment with its real file offset and GNU build ID, the program's first, and has_functions etc.
@@ -26,6 +28,12 @@
  * dropped sample's stack, whose one frame is MI_PROF_FRAME_DROPPED(reason), becomes a location with no
  * mapping and no address and one line naming the function "[mimalloc-prof: dropped (reason)]" (with an
  * empty system name).
+ *
+ * A sample is a label set of a stack (or a lifetime bucket of one: a freed sample, with values in the
+ * freed types only), with the labels thread (a string), bytes (a number in bytes) and lifetime (a number
+ * in nanoseconds).  The peak is a comment, "mimalloc-prof peak: BYTES bytes at TIME_NS"; the timeline is
+ * a field of our own (proto/profile.proto's Timeline), not comments: pprof prints every comment above
+ * its reports, and a thousand points would bury them.
  */
 #include "internal.h"
 
@@ -45,6 +53,8 @@ typedef Perftools__Profiles__Mapping   mapping_t;
 typedef Perftools__Profiles__Location  location_t;
 typedef Perftools__Profiles__Function  function_t;
 typedef Perftools__Profiles__Line      line_t;
+typedef Perftools__Profiles__Label     label_t;
+typedef Perftools__Profiles__Timeline  timeline_t;
 
 /* Frames the profile should never show: the allocation entry points (pprof applies this regex to
  * function names after symbolization; they only appear when the library is linked statically). */
@@ -83,6 +93,7 @@ typedef struct writer_s {
   int             fd;
   int             err;            /* errno of the first failure, 0 = none */
   int64_t         strings;        /* strings emitted: the next one's index */
+  int64_t         s_count, s_bytes, s_thread, s_lifetime, s_nanoseconds;   /* their indices */
 } writer_t;
 
 /* ---------------------------------------------------------------------------------------------------
@@ -171,14 +182,18 @@ static int64_t emit_string(writer_t *w, const char *s)
   return w->strings++;
 }
 
-/* Comments: what a reader needs to trust the numbers (rate, drops, unwinder, options). */
-static void comments(writer_t *w, const mprof_pprof_meta_t *meta, int64_t ids[3])
+#define MAX_COMMENTS 4
+
+/* Comments: what a reader needs to trust the numbers (rate, drops, unwinder, options) and the peak.
+ * Their indices into ids; how many. */
+static size_t comments(writer_t *w, const mprof_pprof_meta_t *meta, int64_t ids[MAX_COMMENTS])
 {
   char line[320];
+  size_t k = 0;
   snprintf(line, sizeof line, "mimalloc-prof %d.%d.%d: sampled heap profile, one sample per %llu bytes on average",
            MI_PROF_VERSION_MAJOR, MI_PROF_VERSION_MINOR, MI_PROF_VERSION_PATCH,
            (unsigned long long)meta->sample_rate);
-  ids[0] = emit_string(w, line);
+  ids[k++] = emit_string(w, line);
   size_t n = (size_t)snprintf(line, sizeof line, "dropped samples:");
   uint64_t total = 0;
   for (int i = 0; i < MI_PROF_DROP_REASONS; i++) {
@@ -187,33 +202,67 @@ static void comments(writer_t *w, const mprof_pprof_meta_t *meta, int64_t ids[3]
                           (unsigned long long)meta->dropped[i]);
   }
   snprintf(line + n, sizeof line - n, " total=%llu", (unsigned long long)total);
-  ids[1] = emit_string(w, line);
-  snprintf(line, sizeof line, "samples=%llu live=%llu untracked_frees=%llu unwinder=%s bt_max=%llu accum=%d",
-           (unsigned long long)meta->totals->samples, (unsigned long long)meta->totals->live,
+  ids[k++] = emit_string(w, line);
+  snprintf(line, sizeof line, "samples=%llu live=%llu untracked_frees=%llu unwinder=%s bt_max=%llu accum=%d "
+           "lifetimes=%d", (unsigned long long)meta->totals->samples, (unsigned long long)meta->totals->live,
            (unsigned long long)meta->totals->untracked_frees, mprof_unwind_name(mprof_unwind_current()),
-           (unsigned long long)mprof_option(MPROF_OPT_BT_MAX), (int)mprof_option(MPROF_OPT_ACCUM));
-  ids[2] = emit_string(w, line);
+           (unsigned long long)mprof_option(MPROF_OPT_BT_MAX), (int)mprof_option(MPROF_OPT_ACCUM),
+           (int)mprof_lifetimes);
+  ids[k++] = emit_string(w, line);
+  if (meta->totals->peak_ns == 0) return k;       /* no session yet */
+  snprintf(line, sizeof line, "mimalloc-prof peak: %llu bytes at %llu",
+           (unsigned long long)meta->totals->peak_bytes, (unsigned long long)meta->totals->peak_ns);
+  ids[k++] = emit_string(w, line);
+  return k;
+}
+
+/* The timeline (snapshot.c's points), into `arrays` (3 * n_points words). */
+static void emit_timeline(writer_t *w, const mprof_snapshot_t *snap, int64_t *arrays)
+{
+  size_t n = snap->n_points;
+  if (n == 0) return;
+  timeline_t tl = PERFTOOLS__PROFILES__TIMELINE__INIT;
+  const mprof_point_t *pt = snap->timeline;
+  tl.start_nanos = (int64_t)(pt[0].t_ns + snap->realtime_offset_ns);
+  tl.offset_nanos = arrays;
+  tl.inuse_bytes = arrays + n;
+  tl.alloc_bytes = arrays + 2 * n;
+  tl.n_offset_nanos = tl.n_inuse_bytes = tl.n_alloc_bytes = n;
+  for (size_t i = 0; i < n; i++) {
+    tl.offset_nanos[i] = (int64_t)(pt[i].t_ns - pt[0].t_ns);
+    tl.inuse_bytes[i] = (int64_t)pt[i].inuse_bytes;
+    tl.alloc_bytes[i] = (int64_t)pt[i].alloc_bytes;
+  }
+  profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
+  one.mimalloc_prof_timeline = &tl;
+  emit(w, &one);
 }
 
 static void emit_header(writer_t *w, const mprof_pprof_meta_t *meta)
 {
+  static const char *const type_names[8] = {"alloc_objects", "alloc_space", "inuse_objects", "inuse_space",
+                                            "peak_objects",  "peak_space",  "freed_objects", "freed_space"};
+  size_t n_types = mprof_lifetimes ? 8 : 6;
   emit_string(w, "");                             /* string_table[0] */
-  int64_t count = emit_string(w, "count"), bytes = emit_string(w, "bytes");
-  value_type_t types[4], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-  value_type_t *type_ptr[4];
-  static const char *const type_names[4] = {"alloc_objects", "alloc_space", "inuse_objects", "inuse_space"};
-  for (int i = 0; i < 4; i++) {
+  w->s_count = emit_string(w, "count");
+  w->s_bytes = emit_string(w, "bytes");
+  value_type_t types[8], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+  value_type_t *type_ptr[8];
+  for (size_t i = 0; i < n_types; i++) {
     perftools__profiles__value_type__init(&types[i]);
     types[i].type = emit_string(w, type_names[i]);
-    types[i].unit = i % 2 == 0 ? count : bytes;
+    types[i].unit = i % 2 == 0 ? w->s_count : w->s_bytes;
     type_ptr[i] = &types[i];
   }
   period_type.type = emit_string(w, "space");
-  period_type.unit = bytes;
-  int64_t comment[3];
-  comments(w, meta, comment);
+  period_type.unit = w->s_bytes;
+  w->s_thread = emit_string(w, "thread");
+  w->s_lifetime = emit_string(w, "lifetime");
+  w->s_nanoseconds = emit_string(w, "nanoseconds");
+  int64_t comment[MAX_COMMENTS];
+  size_t n_comments = comments(w, meta, comment);
   profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
-  one.n_sample_type = 4;
+  one.n_sample_type = n_types;
   one.sample_type = type_ptr;
   one.period_type = &period_type;
   one.period = (int64_t)meta->sample_rate;
@@ -221,7 +270,7 @@ static void emit_header(writer_t *w, const mprof_pprof_meta_t *meta)
   one.drop_frames = emit_string(w, MPROF_DROP_FRAMES);
   one.time_nanos = (int64_t)meta->time_ns;
   one.duration_nanos = (int64_t)meta->duration_ns;
-  one.n_comment = 3;
+  one.n_comment = n_comments;
   one.comment = comment;
   emit(w, &one);
 }
@@ -308,20 +357,73 @@ static void emit_locations(writer_t *w, const mprof_objects_t *objs, const uintp
   }
 }
 
-static void emit_samples(writer_t *w, const mprof_snapshot_t *snap, const uintptr_t *pcs, size_t n)
+/* The thread labels' strings, each emitted once: strs[i] is sample i's (0 when it has none).  `slots`
+ * (2n, a power of two at least) is a hash set of the distinct ones, by the first sample that has each. */
+static void emit_threads(writer_t *w, const mprof_snapshot_t *snap, int64_t *strs, uint32_t *slots,
+                         size_t n_slots)
+{
+  memset(slots, 0, n_slots * sizeof *slots);
+  for (size_t i = 0; i < snap->n; i++) {
+    const char *t = snap->stack[i].labels.thread;
+    strs[i] = 0;
+    if (t[0] == '\0') continue;
+    uint64_t h[2];
+    memcpy(h, t, sizeof h);
+    size_t k = (size_t)(((h[0] ^ (h[1] * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull) >> 20);
+    k &= n_slots - 1;
+    for (; slots[k] != 0; k = (k + 1) & (n_slots - 1)) {
+      if (memcmp(snap->stack[slots[k] - 1].labels.thread, t, MPROF_THREAD_LABEL) == 0) break;
+    }
+    if (slots[k] == 0) {
+      slots[k] = (uint32_t)i + 1;
+      char name[MPROF_THREAD_LABEL + 1] = {0};
+      memcpy(name, t, MPROF_THREAD_LABEL);
+      strs[i] = emit_string(w, name);
+    } else {
+      strs[i] = strs[slots[k] - 1];
+    }
+  }
+}
+
+static void emit_samples(writer_t *w, const mprof_snapshot_t *snap, const uintptr_t *pcs, size_t n,
+                         const int64_t *thread_strs)
 {
   uint64_t ids[MPROF_BT_MAX_CAP];
   for (size_t i = 0; i < snap->n && w->err == 0; i++) {
     const mprof_snap_stack_t *st = &snap->stack[i];
     size_t depth = st->depth < MPROF_BT_MAX_CAP ? st->depth : MPROF_BT_MAX_CAP;
     for (size_t k = 0; k < depth; k++) ids[k] = mprof_lower_bound(pcs, n, st->frames[k]) + 1;
-    int64_t v[4] = {(int64_t)st->counts.alloc_objects, (int64_t)st->counts.alloc_bytes,
-                    (int64_t)st->counts.inuse_objects, (int64_t)st->counts.inuse_bytes};
+    int64_t v[8] = {(int64_t)st->counts.alloc_objects, (int64_t)st->counts.alloc_bytes,
+                    (int64_t)st->counts.inuse_objects, (int64_t)st->counts.inuse_bytes,
+                    (int64_t)st->counts.peak_objects,  (int64_t)st->counts.peak_bytes,
+                    (int64_t)st->freed_objects,        (int64_t)st->freed_bytes};
+    label_t labels[3], *label_ptr[3];
+    size_t n_labels = 0;
+    if (thread_strs[i] != 0) {
+      perftools__profiles__label__init(&labels[n_labels]);
+      labels[n_labels].key = w->s_thread;
+      labels[n_labels++].str = thread_strs[i];
+    }
+    if (st->labels.bytes != 0) {
+      perftools__profiles__label__init(&labels[n_labels]);
+      labels[n_labels].key = w->s_bytes;
+      labels[n_labels].num = (int64_t)st->labels.bytes;
+      labels[n_labels++].num_unit = w->s_bytes;
+    }
+    if (st->lifetime != 0) {
+      perftools__profiles__label__init(&labels[n_labels]);
+      labels[n_labels].key = w->s_lifetime;
+      labels[n_labels].num = (int64_t)mprof_lifetime_floor((unsigned)st->lifetime - 1);
+      labels[n_labels++].num_unit = w->s_nanoseconds;
+    }
+    for (size_t k = 0; k < n_labels; k++) label_ptr[k] = &labels[k];
     sample_t s = PERFTOOLS__PROFILES__SAMPLE__INIT, *sp = &s;
     s.n_location_id = depth;
     s.location_id = ids;
-    s.n_value = 4;
+    s.n_value = mprof_lifetimes ? 8 : 6;
     s.value = v;
+    s.n_label = n_labels;
+    s.label = label_ptr;
     profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
     one.n_sample = 1;
     one.sample = &sp;
@@ -381,13 +483,19 @@ bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects
   size_t frames = 0;
   for (size_t i = 0; i < snap->n; i++) frames += snap->stack[i].depth;
   size_t words = frames != 0 ? frames : 1, n = 0, region = STAGE_BYTES + OUT_BYTES + MPROF_DUMP_ZLIB_BYTES;
+  size_t n_slots = 2;
+  while (n_slots < 2 * snap->n) n_slots *= 2;
+  size_t threads_bytes = snap->n * sizeof(int64_t) + n_slots * sizeof(uint32_t);
+  size_t timeline_bytes = 3 * (snap->n_points != 0 ? snap->n_points : 1) * sizeof(int64_t);
   writer_t w = {.base = {.append = append}, .fd = fd};
   uintptr_t *pcs = mprof_pmem_map_temp(words * sizeof(uintptr_t));
   unsigned char *mem = mprof_pmem_map_temp(region);
+  int64_t *thread_strs = mprof_pmem_map_temp(threads_bytes);
+  int64_t *timeline = mprof_pmem_map_temp(timeline_bytes);
   uint64_t *names = NULL;
   bool zlib = false;
   int err = ENOMEM;
-  if (pcs == NULL || mem == NULL) goto done;
+  if (pcs == NULL || mem == NULL || thread_strs == NULL || timeline == NULL) goto done;
   n = distinct_pcs(snap, pcs);
   names = mprof_pmem_map_temp((n != 0 ? n : 1) * sizeof(uint64_t));
   if (names == NULL) goto done;
@@ -406,15 +514,19 @@ bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects
     goto done;
   zlib = true;
   emit_header(&w, meta);
+  emit_timeline(&w, snap, timeline);
   emit_mappings(&w, objs);
   emit_locations(&w, objs, pcs, names, n);
-  emit_samples(&w, snap, pcs, n);
+  emit_threads(&w, snap, thread_strs, (uint32_t *)(thread_strs + snap->n), n_slots);
+  emit_samples(&w, snap, pcs, n, thread_strs);
   if (w.err == 0) pump(&w, Z_FINISH);
   err = w.err;
 done:
   if (zlib) deflateEnd(&w.z);
   mprof_pmem_unmap_temp(names, (n != 0 ? n : 1) * sizeof(uint64_t));
   mprof_pmem_unmap_temp(mem, region);
+  mprof_pmem_unmap_temp(thread_strs, threads_bytes);
+  mprof_pmem_unmap_temp(timeline, timeline_bytes);
   mprof_pmem_unmap_temp(pcs, words * sizeof(uintptr_t));
   if (err != 0) errno = err;
   return err == 0;

@@ -43,14 +43,9 @@ static unsigned pending[REQ_KINDS];          /* requests not served yet, by kind
 static bool running;                         /* the thread exists (false in a fork child) */
 static uint64_t period_ns;                   /* MIMALLOC_PROF_PERIOD, 0 = off */
 
-/* Interval and peak state (relaxed atomics; triggers are approximate by nature). */
+/* Interval and peak triggers: peak.c watches the estimated totals against them (mprof_peak_configure). */
 static uint64_t interval_bytes;              /* MIMALLOC_PROF_INTERVAL, 0 = off */
 static bool gdump;
-static uint64_t allocated;                   /* estimated bytes allocated this session */
-static uint64_t next_interval;               /* dump when allocated passes it */
-static int64_t inuse;                        /* estimated bytes in use this session */
-static int64_t next_peak;                    /* dump when inuse passes it */
-static int64_t peak_floor;                   /* ten sample periods of the session, bytes */
 
 /* Signals: MIMALLOC_PROF_SIGNAL's and MIMALLOC_PROF_FINAL_SIGNALS', with the dispositions ours replaced. */
 static int dump_signal;
@@ -332,42 +327,19 @@ bool mprof_profiler_init(void)
   return true;
 }
 
-/* A new session (sampling at `rate` bytes): the interval and peak triggers start over. */
+/* A new session (sampling at `rate` bytes): the interval and peak triggers start over (peak.c watches the
+ * totals; a peak profile waits for at least ten sample periods of growth). */
 void mprof_profiler_session_begin(uint64_t rate)
 {
-  peak_floor = (int64_t)(10 * rate);
-  __atomic_store_n(&allocated, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&next_interval, interval_bytes, __ATOMIC_RELAXED);
-  __atomic_store_n(&inuse, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&next_peak, peak_floor, __ATOMIC_RELAXED);
+  mprof_peak_configure(rate, interval_bytes, gdump ? 10 * rate : 0);
 }
 
-/* A sample of `bytes` estimated bytes was recorded (sampler.c). */
-void mprof_dump_note_alloc(uint64_t bytes)
+/* peak.c: the allocated estimate passed the interval, or a new peak the last peak profile's by a tenth.
+ * Async-signal-safe (request). */
+void mprof_profiler_trigger(unsigned triggers)
 {
-  if (mprof_likely(interval_bytes == 0 && !gdump)) return;
-  if (interval_bytes != 0) {
-    uint64_t now = __atomic_add_fetch(&allocated, bytes, __ATOMIC_RELAXED);
-    uint64_t next = __atomic_load_n(&next_interval, __ATOMIC_RELAXED);
-    if (now >= next && __atomic_compare_exchange_n(&next_interval, &next, now + interval_bytes, false,
-                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-      request(REQ_INTERVAL);
-  }
-  mprof_dump_note_inuse((int64_t)bytes);
-}
-
-/* In-use estimate changed by `delta` bytes (a sample, a free or resize of a sampled block). */
-void mprof_dump_note_inuse(int64_t delta)
-{
-  if (mprof_likely(!gdump)) return;
-  int64_t now = __atomic_add_fetch(&inuse, delta, __ATOMIC_RELAXED);
-  int64_t peak = __atomic_load_n(&next_peak, __ATOMIC_RELAXED);
-  /* A new peak: dump, and wait for at least another tenth (and ten sample periods) of growth, so the
-   * number of files grows with the logarithm of the peak. */
-  int64_t step = now / 10 > peak_floor ? now / 10 : peak_floor;
-  if (delta > 0 && now > peak &&
-      __atomic_compare_exchange_n(&next_peak, &peak, now + step, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-    request(REQ_PEAK);
+  if (triggers & MPROF_TRIGGER_INTERVAL) request(REQ_INTERVAL);
+  if (triggers & MPROF_TRIGGER_PEAK) request(REQ_PEAK);
 }
 
 /* In a fork child the thread does not exist: triggers off, our handlers replaced by what they replaced
@@ -378,6 +350,7 @@ void mprof_profiler_postfork_child(void)
   running = false;
   interval_bytes = 0;
   gdump = false;
+  mprof_peak_configure(mprof_session.rate, 0, 0);
   period_ns = 0;
   mprof_control_shutdown();
   if (dump_signal != 0) uncatch(dump_signal);

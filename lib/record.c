@@ -16,11 +16,14 @@
  * live.  A record whose address comes back in a new sample is stale (its block was freed behind our back)
  * and is replaced; that counts as an untracked free.
  *
- * Each record names its stack (stacktab.c); the stack's counters change here, under the record's shard
- * lock, together with the shard's totals, so a snapshot taken with every shard lock held sees per-stack
- * counters that add up to the totals.
+ * Each record names its label set (stacktab.c); the set's counters change here, under the record's shard
+ * lock, together with the shard's totals, so a snapshot taken with every shard lock held sees per-set
+ * counters that add up to the totals.  The changes go through peak.c, which keeps the process's totals
+ * over time (the peak, the timeline) and, with MIMALLOC_PROF_LIFETIMES, counts each freed sample under
+ * the lifetime bucket of its set.
  */
 #include "internal.h"
+#include "peak.h"
 
 #include <string.h>
 
@@ -117,26 +120,40 @@ static void slot_delete(shard_t *s, size_t i)
   s->slots[i].addr = 0;
 }
 
-static void stack_add(uint64_t id, int64_t obj_fx, int64_t bytes, bool allocated)
+/* r's freed weight into its set's lifetime bucket (r freed at `now`): the set's last bucket when the same,
+ * else looked up (mprof_stack_freed, under a stack shard lock); frees of a site come in runs of one
+ * bucket, and the hint saves the lookup and the lock for them. */
+static void lifetime_add(const mprof_record_t *r, uint64_t now)
 {
-  if (id == 0) return;
-  mprof_stack_t *e = mprof_stack_get(id);
-  __atomic_fetch_add(&e->inuse_obj_fx, (uint64_t)obj_fx, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&e->inuse_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
-  if (allocated) {
-    __atomic_fetch_add(&e->alloc_obj_fx, (uint64_t)obj_fx, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&e->alloc_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+  mprof_stack_t *set = mprof_stack_get(r->stack_id);
+  unsigned b = mprof_lifetime_bucket(now > r->alloc_ns ? now - r->alloc_ns : 0);
+  mprof_stack_t *f = __atomic_load_n(&set->freed_hint, __ATOMIC_RELAXED);
+  if (f == NULL || f->lifetime != b) {
+    f = mprof_stack_get(mprof_stack_freed(r->stack_id, b));
+    __atomic_store_n(&set->freed_hint, f, __ATOMIC_RELAXED);
   }
+  __atomic_fetch_add(&f->alloc_obj_fx, r->obj_fx, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&f->alloc_bytes, r->inuse_bytes, __ATOMIC_RELAXED);
 }
 
-static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r)
+/* r's weight leaves the totals and its set's in-use at `now` (0: not read); `freed`: its block was freed
+ * (with lifetimes, its lifetime is counted), else released behind our back (a stale record). */
+static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r, uint64_t now, bool freed)
 {
   if (r->flags & MPROF_RECORD_ORPHAN) return;
   t->live--;
   t->live_req_bytes -= r->size;
   t->inuse_obj_fx -= r->obj_fx;
   t->inuse_bytes -= r->inuse_bytes;
-  stack_add(r->stack_id, -(int64_t)r->obj_fx, -(int64_t)r->inuse_bytes, false);
+  mprof_peak_free(mprof_stack_get(r->stack_id), r, now);
+  if (freed && mprof_lifetimes) lifetime_add(r, now);
+}
+
+/* When a record's block is freed: with lifetimes, now, for a sample; else 0 (the timeline reads the clock
+ * when it needs to: peak.h). */
+static uint64_t free_time(const mprof_record_t *r)
+{
+  return mprof_lifetimes && !(r->flags & MPROF_RECORD_ORPHAN) ? mprof_mono_ns() : 0;
 }
 
 void mprof_record_lock_all(void)
@@ -148,6 +165,7 @@ void mprof_record_lock_all(void)
 void mprof_record_postfork_reinit(void)
 {
   for (size_t i = 0; i < MPROF_SHARDS; i++) pthread_mutex_init(&shards[i].lock, NULL);
+  mprof_peak_postfork_reinit();
 }
 
 void mprof_record_unlock_all(void)
@@ -165,6 +183,7 @@ void mprof_record_begin(uint64_t session_word)
     shards[i].session = session_word;
   }
   mprof_stacks_begin(session_word);
+  mprof_peak_begin(mprof_mono_ns());
   mprof_record_unlock_all();
 }
 
@@ -178,7 +197,7 @@ void mprof_record_end(void)
     for (size_t k = 0; k < s->capacity; k++) {
       mprof_record_t *r = &s->slots[k];
       if (r->addr == 0) continue;
-      r->stack_id = r->obj_fx = r->inuse_bytes = 0;
+      r->stack_id = r->obj_fx = r->inuse_bytes = r->half_bytes = 0;
       r->flags = MPROF_RECORD_ORPHAN;
     }
     if (s->used == 0) shard_release(s);
@@ -187,6 +206,7 @@ void mprof_record_end(void)
     s->session = 0;
   }
   mprof_stacks_end();
+  mprof_peak_end();
   mprof_record_unlock_all();
 }
 
@@ -195,7 +215,7 @@ static void slot_put(shard_t *s, const mprof_record_t *r)
 {
   mprof_record_t *slot = &s->slots[probe(s, r->addr)];
   if (slot->addr != 0) {                       /* stale: freed behind our back */
-    totals_sub_live(&s->totals, slot);
+    totals_sub_live(&s->totals, slot, 0, false);
     s->totals.untracked_frees++;
     heap_count(slot->heap, -1);
   } else {
@@ -223,7 +243,7 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
     s->totals.inuse_bytes += r->inuse_bytes;
     s->totals.alloc_obj_fx += r->obj_fx;
     s->totals.alloc_bytes += r->inuse_bytes;
-    stack_add(r->stack_id, (int64_t)r->obj_fx, (int64_t)r->inuse_bytes, true);
+    mprof_peak_sample(mprof_stack_get(r->stack_id), r);
   }
   mprof_unlock(&s->lock);
   return rc;
@@ -238,7 +258,7 @@ bool mprof_record_remove(uintptr_t addr, mprof_record_t *out)
     size_t i = probe(s, addr);
     if (s->slots[i].addr == addr) {
       *out = s->slots[i];
-      totals_sub_live(&s->totals, out);
+      totals_sub_live(&s->totals, out, free_time(out), true);
       slot_delete(s, i);
       s->used--;
       heap_count(out->heap, -1);
@@ -279,7 +299,7 @@ size_t mprof_record_take_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *
         continue;
       }
       more = fn(r, arg);
-      totals_sub_live(&s->totals, r);
+      totals_sub_live(&s->totals, r, free_time(r), true);
       heap_count(heap, -1);
       slot_delete(s, k);                       /* a later record may move into slot k: look again */
       s->used--;
@@ -350,9 +370,7 @@ bool mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint
     s->totals.samples++;
     s->totals.alloc_obj_fx += obj_fx;
     s->totals.alloc_bytes += bytes;
-    mprof_stack_t *e = mprof_stack_get(stack_id);
-    __atomic_fetch_add(&e->alloc_obj_fx, obj_fx, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&e->alloc_bytes, bytes, __ATOMIC_RELAXED);
+    mprof_peak_alloc_only(mprof_stack_get(stack_id), obj_fx, bytes);
   }
   mprof_unlock(&s->lock);
   return ok;
@@ -372,6 +390,7 @@ void mprof_record_totals_locked(mprof_totals_t *out)
     out->alloc_bytes += t->alloc_bytes;
     out->untracked_frees += t->untracked_frees;
   }
+  mprof_peak_totals(out);
 }
 
 /* A consistent snapshot: every shard lock is held (in order) while summing. */
@@ -390,5 +409,6 @@ void mprof_record_reset_alloc(void)
     s->totals.samples = s->totals.alloc_obj_fx = s->totals.alloc_bytes = s->totals.untracked_frees = 0;
   }
   mprof_stacks_reset_alloc();
+  mprof_peak_reset(mprof_mono_ns());
   mprof_record_unlock_all();
 }

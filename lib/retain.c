@@ -77,7 +77,8 @@ void mprof_retain(char kind, int at)
   uint64_t oldest;
   for (uint64_t n = count(dir, base, base_len, pid, pid_len, kind, &oldest); n > keep; n--) {
     char name[4096];
-    int len = snprintf(name, sizeof name, "%s.%s.%llu.%c.pb.gz", base, pid, (unsigned long long)oldest, kind);
+    int len = snprintf(name, sizeof name, "%s.%s." MPROF_SEQ_FORMAT ".%c.pb.gz", base, pid,
+                       (unsigned long long)oldest, kind);
     if (len <= 0 || (size_t)len >= sizeof name || !mprof_fsout_remove_own(dir, name, S_IFREG)) break;
     if (n - 1 > keep) count(dir, base, base_len, pid, pid_len, kind, &oldest);
   }

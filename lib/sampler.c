@@ -28,6 +28,19 @@
  * random, up with probability equal to the fraction: unbiased, and sums of integers still add and
  * subtract exactly, so in-use returns exactly to zero when every sampled block is freed.
  *
+ * Labels.  Each sample is counted under a label set of its stack: the thread's label and the requested size,
+ * bucketed (mprof_bytes_bucket).  A thread's label is its name (prctl(PR_GET_NAME)) when that differs
+ * from the process's name (read at start from /proc/self/comm: threads inherit it, and an unnamed thread
+ * is told by its id instead, "tid N"); the main thread's is its name.  Reading the name costs a system
+ * call (350 ns here, more than the rest of a sample with the fp unwinder), so each thread keeps its label
+ * in TLS and reads the name again at its 2nd, 4th, 8th, ... 1024th sample and then every 1024th: a
+ * thread that names itself after its first allocations shows its name within a few samples, a later
+ * rename within 1024 samples, and reading costs nothing measurable (a clock read per sample to recheck by
+ * time would cost more than the reads it saves).
+ *
+ * Time.  A sample's time (CLOCK_MONOTONIC) is read only with MIMALLOC_PROF_LIFETIMES (its lifetime
+ * starts then); the timeline reads the clock itself when it needs a point (peak.h).
+ *
  * Samples that cannot be fully recorded keep their weight.  Without a stack (unwinder failure, no stack
  * room, a fork in progress, the stack table full or out of memory) the sample is recorded under the
  * one-frame stack MI_PROF_FRAME_DROPPED(reason); when the block cannot be tracked at all (no sampled
@@ -39,7 +52,10 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,11 +171,12 @@ static uint64_t draw_distance(mprof_tls_t *t)
   return (uint64_t)(-mprof_math_log(u) * (double)t->rate);    /* at most ~36.7 * rate */
 }
 
-/* w rounded to a whole number, up with probability frac(w): E = w exactly. */
-static uint64_t round_random(mprof_tls_t *t, double w)
+/* w (0 <= w < 2^63) rounded to a whole number, up when the uniform u < frac(w): E = w exactly.  The
+ * conversion truncates (floor() is a call into libm on x86-64 without SSE4.1). */
+static inline uint64_t round_up_if(double w, double u)
 {
-  double whole = floor(w);
-  return (uint64_t)whole + (rng_unit(t) < w - whole);
+  uint64_t whole = (uint64_t)w;
+  return whole + (u < w - (double)whole);
 }
 
 static void set_distance(mprof_tls_t *t, uint64_t distance)
@@ -207,37 +224,126 @@ static uint32_t thread_id(mprof_tls_t *t)
   return t->tid;
 }
 
-/* Captures and interns the stack of the allocation being sampled (before any profiler lock).  Returns
- * its id, with *why = MI_PROF_DROP_REASONS; or the id of the "dropped (reason)" stack with *why = the
- * reason when it has none; or 0 when the session ended meanwhile (nothing is to be counted). */
-static MPROF_NOINLINE uint64_t sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why)
+/* ---------------------------------------------------------------------------------------------------
+   Thread labels
+--------------------------------------------------------------------------------------------------- */
+
+#define MPROF_THREAD_RECHECK 1024u   /* samples between reads of a thread's name, at most */
+
+/* The thread's label, its samples and the sample at which its name is read again (0: at the next; a fork
+ * child keeps its parent thread's label until then). */
+static __thread struct {
+  char     label[MPROF_THREAD_LABEL];
+  uint32_t samples, next_read;
+} thread_label __attribute__((tls_model("initial-exec")));
+
+static char process_name[MPROF_THREAD_LABEL];   /* /proc/self/comm at the first start */
+static bool process_name_read;
+
+/* At a session's start (api_lock held): the process's name, once (later, samplers may be reading it). */
+void mprof_sampler_session_begin(void)
+{
+  if (process_name_read) return;
+  process_name_read = true;
+  int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, process_name, sizeof process_name - 1);
+  close(fd);
+  if (n > 0 && process_name[n - 1] == '\n') process_name[n - 1] = '\0';
+  if (n < 0) process_name[0] = '\0';
+}
+
+/* "tid N", NUL-padded (no stdio: a sample may be taken in a signal handler). */
+static void tid_label(char out[MPROF_THREAD_LABEL], uint32_t tid)
+{
+  char digits[10];
+  size_t n = 0;
+  do {
+    digits[n++] = (char)('0' + tid % 10);
+    tid /= 10;
+  } while (tid != 0);
+  memset(out, 0, MPROF_THREAD_LABEL);
+  memcpy(out, "tid ", 4);
+  for (size_t i = 0; i < n; i++) out[4 + i] = digits[n - 1 - i];
+}
+
+static MPROF_NOINLINE void read_thread_label(mprof_tls_t *t)
+{
+  char name[MPROF_THREAD_LABEL] = {0};
+  uint32_t tid = thread_id(t);
+  if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
+  name[MPROF_THREAD_LABEL - 1] = '\0';
+  bool named = name[0] != '\0' && (tid == (uint32_t)getpid() || strcmp(name, process_name) != 0);
+  if (named) {
+    memcpy(thread_label.label, name, sizeof name);       /* NUL-padded: name[] started as zeros */
+  } else {
+    tid_label(thread_label.label, tid);
+  }
+  uint32_t n = thread_label.samples;
+  thread_label.next_read = n < MPROF_THREAD_RECHECK ? 2 * n : n + MPROF_THREAD_RECHECK;
+}
+
+/* The labels of a sample of `size` bytes on this thread. */
+static inline void sample_labels(mprof_tls_t *t, size_t size, mprof_labels_t *out)
+{
+  uint32_t n = ++thread_label.samples;
+  if (mprof_unlikely((int32_t)(n - thread_label.next_read) >= 0)) read_thread_label(t);   /* wraps around */
+  memcpy(out->thread, thread_label.label, sizeof out->thread);
+  out->bytes = mprof_bytes_bucket(size);
+}
+
+/* Captures the stack of the allocation of `size` bytes being sampled and interns it with the sample's
+ * labels (before any profiler lock); *now: with lifetimes, the sample's time, read once the stack is
+ * captured (so a lifetime does not include the unwinding), else 0.  Returns its label set's id, with *why =
+ * MI_PROF_DROP_REASONS; or the id of the "dropped (reason)" set with *why = the reason when it has none;
+ * or 0 when the session ended meanwhile (nothing is to be counted). */
+static MPROF_NOINLINE uint64_t sample_stack(mprof_tls_t *t, size_t size, uint64_t *now,
+                                            mi_prof_drop_reason_t *why)
 {
   size_t max = (size_t)mprof_option(MPROF_OPT_BT_MAX);     /* 1..MPROF_BT_MAX_CAP */
   *why = MI_PROF_DROP_UNWIND;
   if (mprof_likely(mprof_unwind_room(max))) {                 /* before frames[]: a small stack may end */
     uintptr_t frames[max + MPROF_UNWIND_SLACK];               /* 640 bytes at the default */
     size_t depth = mprof_unwind(frames, max, why);
+    *now = mprof_lifetimes ? mprof_mono_ns() : 0;
     if (mprof_likely(depth != 0)) {
-      uint64_t id = mprof_stack_intern(frames, depth, t->session, why);
+      mprof_labels_t labels;
+      sample_labels(t, size, &labels);
+      uint64_t id = mprof_stack_intern(frames, depth, &labels, t->session, why);
       if (id != 0) *why = MI_PROF_DROP_REASONS;
       if (id != 0 || *why == MI_PROF_DROP_REASONS) return id;
     }
+  } else {
+    *now = mprof_lifetimes ? mprof_mono_ns() : 0;
   }
   return mprof_stack_dropped(*why);
 }
 
 /* The weights of a sample of `size` bytes, with the rate its distance was drawn with. */
+/* The halves (peak.c): each mark of the Poisson process that decides the samples goes to half A or half B
+ * at random, so each half is such a process of rate 1/(2R), independent of the other, and a sampled
+ * block holds marks of A only, of B only, or of both.  A half's mark misses s bytes with probability
+ * q = e^(-s/2R) = sqrt(1 - p), so a half samples it with p_h = 1 - q = p / (1 + q), and given that it is
+ * sampled the block is A's only, B's only, or both with probabilities q/(1+q), q/(1+q), (1-q)/(1+q).  In
+ * its half (halves) a sample stands for s / p_h bytes. */
 static void weigh(mprof_tls_t *t, size_t size, mprof_record_t *r)
 {
-  double p = -mprof_math_expm1(-(double)size / (double)t->rate);   /* p(s) = 1 - exp(-s/R) */
-  r->obj_fx = round_random(t, MPROF_FX_ONE / p);
-  r->inuse_bytes = round_random(t, (double)size / p);
+  double x = -(double)size / (double)t->rate;
+  double p = -mprof_math_expm1(x);                          /* p(s) = 1 - exp(-s/R) */
+  double q = 1 + mprof_math_expm1(x / 2), one = q / (1 + q);   /* sqrt(1 - p) without libm's sqrt */
+  double u_obj = rng_unit(t), u_bytes = rng_unit(t);        /* the half, and the bytes of both estimates,
+                                                             * share a uniform: each is uniform */
+  r->obj_fx = round_up_if(MPROF_FX_ONE / p, u_obj);
+  r->inuse_bytes = round_up_if((double)size / p, u_bytes);
+  r->half_bytes = round_up_if((double)size * (1 + q) / p, u_bytes);
+  r->flags |= u_obj < one ? MPROF_RECORD_HALF_A : u_obj < 2 * one ? MPROF_RECORD_HALF_B
+                                                                  : MPROF_RECORD_HALF_A | MPROF_RECORD_HALF_B;
 }
 
-/* Records the sampled block p of `size` bytes under `stack_id` (a real stack when why is
- * MI_PROF_DROP_REASONS, else the "dropped (why)" stack) and tells the observer.  Guard up. */
+/* Records the sampled block p of `size` bytes, sampled at `now` (0: not read), under `stack_id` (a real label
+ * set when why is MI_PROF_DROP_REASONS, else the "dropped (why)" set) and tells the observer.  Guard up. */
 void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
-                         mi_prof_drop_reason_t why)
+                         mi_prof_drop_reason_t why, uint64_t now)
 {
   mprof_observer_t obs;
   mprof_observer_get(&obs);
@@ -246,8 +352,8 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, 
     .size = size,
     .stack_id = stack_id,
     .heap = heap,
-    .tid = thread_id(t),
     .flags = obs.on_sample != NULL ? MPROF_RECORD_OBSERVED : 0,
+    .alloc_ns = now,
   };
   weigh(t, size, &r);
   mprof_insert_t rc = mprof_record_insert(&r, t->session);
@@ -262,12 +368,16 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, 
   if (rc == MPROF_INSERT_OK) mprof_sheap_track(p);
   if (mprof_unlikely(why != MI_PROF_DROP_REASONS)) mprof_drop(why);
   if (rc != MPROF_INSERT_OK) return;
-  mprof_dump_note_alloc(r.inuse_bytes);
-  if (obs.on_sample != NULL) obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, r.tid, obs.arg);
+  if (obs.on_sample != NULL)
+    obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, thread_id(t), obs.arg);
 }
 
-/* Captures the stack of a sample about to be recorded at an address decided later (realloc in place). */
-uint64_t mprof_sample_stack(mprof_tls_t *t, mi_prof_drop_reason_t *why) { return sample_stack(t, why); }
+/* Captures the stack of a sample of `size` bytes about to be recorded at an address decided later (realloc
+ * in place); *now: when, for mprof_sample_record. */
+uint64_t mprof_sample_stack(mprof_tls_t *t, size_t size, uint64_t *now, mi_prof_drop_reason_t *why)
+{
+  return sample_stack(t, size, now, why);
+}
 
 mi_heap_t *mprof_sample_heap(const mprof_req_t *r) { return r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default(); }
 
@@ -279,10 +389,11 @@ void *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r)
 {
   int saved_errno = errno;
   mi_prof_drop_reason_t why, arena_why;
-  uint64_t stack_id = sample_stack(t, &why);
+  uint64_t now;
+  uint64_t stack_id = sample_stack(t, r->size, &now, &why);
   void *p = mprof_sheap_alloc(r, &arena_why);
   if (mprof_likely(p != NULL)) {
-    if (stack_id != 0) mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why);
+    if (stack_id != 0) mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why, now);
     else mprof_sheap_orphan(p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
     errno = saved_errno;
     return p;

@@ -113,7 +113,6 @@ static void forget(void *p, mprof_record_t *out)
   mprof_sheap_untrack(p);
   if (out != NULL) *out = r;
   if (r.flags & MPROF_RECORD_ORPHAN) return;
-  mprof_dump_note_inuse(-(int64_t)r.inuse_bytes);
   if (r.flags & MPROF_RECORD_OBSERVED) {
     mprof_observer_t obs;
     mprof_observer_get(&obs);
@@ -193,11 +192,11 @@ static void *realloc_sampled(mprof_tls_t *t, void *p, const mprof_req_t *r, bool
 {
   if (p_sampled && aligned(p, r) && mprof_sheap_fits(p, r->size)) {   /* in place: a new record there */
     mi_prof_drop_reason_t why;
-    uint64_t stack_id = mprof_sample_stack(t, &why);
+    uint64_t now, stack_id = mprof_sample_stack(t, r->size, &now, &why);
     mprof_record_t old = {.heap = NULL};
     keep_in_place(p, r, &old);                    /* a block realloc'ed in place stays in its heap */
     mi_heap_t *heap = old.heap != NULL ? old.heap : mprof_sample_heap(r);
-    if (stack_id != 0) mprof_sample_record(t, p, r->size, heap, stack_id, why);
+    if (stack_id != 0) mprof_sample_record(t, p, r->size, heap, stack_id, why, now);
     else mprof_sheap_orphan(p, r->size, heap);
     return p;
   }

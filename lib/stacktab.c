@@ -1,25 +1,32 @@
-/* stacktab.c - interned stack traces with per-stack counters.
+/* stacktab.c - interned stack traces, their label sets and per-label-set counters.
  *
- * Each distinct stack (its frames, innermost first) is stored once; a sample's record holds the stack's
- * id.  The table is sharded by the stack's hash; a shard has its own lock (rank 4, innermost), an
- * open-addressing index of entry numbers, entries in fixed chunks that never move (so an id names the
- * same memory for the whole session), and a bump pool for the frames.  All of it is profiler memory
- * (pmem.c) under the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).  Each stack
+ * Each distinct stack (its frames, innermost first) is stored once.  A sample is counted under a label set
+ * of its stack (its thread label and bucketed size: a pprof sample), whose id its record holds; with
+ * MIMALLOC_PROF_LIFETIMES the free of a sampled block is counted under a lifetime bucket of its label set.
+ * All three are entries of one table (mprof_stack_t: STACK, SET, FREED), sharded by the hash of the
+ * frames, so a stack and everything under it share a shard and one lock.  A shard has its own lock (rank
+ * 4), an open-addressing index of entry numbers, entries in fixed chunks that never move (so an id names
+ * the same memory for the whole session), and a bump pool for the frames.  All of it is profiler memory
+ * (pmem.c) under the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).  Each entry
  * added also reserves the memory a dump of it needs (mprof_pmem_reserve; internal.h derives the amount),
- * so the table never takes what a dump needs; a stack that cannot is dropped for memory too.
+ * so the table never takes what a dump needs; an entry that cannot is dropped for memory too.
  *
- * Counters: allocated and in-use objects (fixed point) and bytes per stack, changed with relaxed
- * atomics by record.c while it holds the record shard lock of the block concerned.  Ids are resolved
- * only there, after record.c checked the session, and the table is released at stop only while every
- * record shard lock is held: a sampler that interned a stack before a stop can never touch freed memory.
+ * Label sets are bounded per stack: after MPROF_LABEL_SETS of them, a sample with new labels goes to the
+ * set of thread "[other]" and its size rounded down to a power of two (at most 64 more sets).
+ *
+ * Counters: allocated, in-use and peak, changed by peak.c under peak_lock while record.c holds the
+ * record shard lock of the block concerned.  Ids are resolved only there, after record.c checked the
+ * session, and the table is released at stop only while every record shard lock is held: a sampler that
+ * interned a stack before a stop can never touch freed memory.
  */
 #include "internal.h"
 
 #include <string.h>
 
 #define SHARDS         16
-#define CHUNK_ENTRIES  64                 /* entries per chunk: 4 KiB */
-#define MAX_CHUNKS     2048               /* so at most 131072 stacks per shard */
+#define CHUNK_ENTRIES  (8192 / sizeof(mprof_stack_t)) /* entries per chunk of two pages: 56 on 64-bit */
+#define MAX_ENTRIES    131072u            /* per shard */
+#define MAX_CHUNKS     ((MAX_ENTRIES + CHUNK_ENTRIES - 1) / CHUNK_ENTRIES)
 #define POOL_BYTES     ((size_t)16 << 10) /* frame pool chunk: 2047 frames */
 #define INDEX_MIN      1024               /* one page of entry numbers */
 #define CHUNK_BYTES    (CHUNK_ENTRIES * sizeof(mprof_stack_t))
@@ -44,10 +51,14 @@ typedef struct shard_s {
   size_t          reserved;               /* dump reserve held for these stacks (pmem.c), bytes */
 } shard_t;
 
-/* The "dropped (reason)" stacks: one frame, MI_PROF_FRAME_DROPPED(reason), outside the shards so they
- * exist whatever the budget; ids (SHARDS << 32) | (reason + 1). */
+/* The "dropped (reason)" entries, outside the shards so they exist whatever the budget: a one-frame set
+ * per reason (frame MI_PROF_FRAME_DROPPED(reason), no labels), and with lifetimes a FREED entry per reason
+ * and bucket: dropped[n], n = reason, or MI_PROF_DROP_REASONS + reason * buckets + b. */
+#define DROPPED_ENTRIES (MI_PROF_DROP_REASONS * (1 + MPROF_LIFETIME_BUCKETS))
+_Static_assert(MPROF_DUMP_LIFETIMES_BYTES == MI_PROF_DROP_REASONS * MPROF_LIFETIME_BUCKETS * MPROF_DUMP_STACK_BYTES,
+               "MPROF_DUMP_LIFETIMES_BYTES: the dropped sets' lifetime buckets");
 static uintptr_t     dropped_frame[MI_PROF_DROP_REASONS];
-static mprof_stack_t dropped_stack[MI_PROF_DROP_REASONS];
+static mprof_stack_t dropped[DROPPED_ENTRIES];
 
 static shard_t shards[SHARDS] = {
 #define S {.lock = PTHREAD_MUTEX_INITIALIZER}
@@ -55,20 +66,30 @@ static shard_t shards[SHARDS] = {
 #undef S
 };
 
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+  h ^= v;
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 32);
+}
+
 static uint64_t frames_hash(const uintptr_t *frames, size_t depth)
 {
   uint64_t h = 0x9ae16a3b2f90404full ^ depth;
-  for (size_t i = 0; i < depth; i++) {
-    h ^= frames[i];
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 32;
-  }
+  for (size_t i = 0; i < depth; i++) h = mix(h, frames[i]);
   return h ? h : 1;
 }
 
+static inline uint64_t set_hash(uint64_t stack_hash, const mprof_labels_t *l)
+{
+  return mix(stack_hash ^ l->thread_words[0] ^ (l->thread_words[1] * 0x9e3779b97f4a7c15ull), l->bytes) | 1;
+}
+
+static uint64_t freed_hash(uint64_t set_hash, unsigned b) { return mix(set_hash, 0x100u + b) | 1; }
+
 static inline mprof_stack_t *entry(shard_t *s, uint32_t n) { return &s->chunk[n / CHUNK_ENTRIES][n % CHUNK_ENTRIES]; }
 
-static inline uint64_t make_id(size_t shard, uint32_t n) { return ((uint64_t)shard << 32) | ((uint64_t)n + 1); }
+static inline uint64_t id_of(const mprof_stack_t *e) { return (uint64_t)(uintptr_t)e; }
 
 static void shard_release(shard_t *s)
 {
@@ -91,10 +112,10 @@ static void shard_release(shard_t *s)
   s->pool_left = 0;
 }
 
-/* Doubles the index when it is half full (or creates it). */
-static bool index_reserve(shard_t *s)
+/* Makes room in the index for `more` entries (at most half full), creating or doubling it. */
+static MPROF_NOINLINE bool index_grow(shard_t *s, uint32_t more)
 {
-  if (s->index_cap != 0 && (size_t)(s->count + 1) * 2 <= s->index_cap) return true;
+  if (s->index_cap != 0 && (size_t)(s->count + more) * 2 <= s->index_cap) return true;
   size_t cap = s->index_cap ? s->index_cap * 2 : INDEX_MIN;
   uint32_t *index = mprof_pmem_map(cap * sizeof(uint32_t));
   if (index == NULL) return false;
@@ -107,6 +128,12 @@ static bool index_reserve(shard_t *s)
   s->index = index;
   s->index_cap = cap;
   return true;
+}
+
+static inline bool index_reserve(shard_t *s, uint32_t more)
+{
+  return mprof_likely(s->index_cap != 0 && (size_t)(s->count + more) * 2 <= s->index_cap) ||
+         index_grow(s, more);
 }
 
 static uintptr_t *pool_take(shard_t *s, size_t depth)
@@ -126,38 +153,136 @@ static uintptr_t *pool_take(shard_t *s, size_t depth)
   return frames;
 }
 
-/* Adds a stack as entry number s->count.  False, with *why, when the shard is full or profiler memory is
- * exhausted. */
-static bool shard_append(shard_t *s, uint64_t hash, const uintptr_t *frames, size_t depth,
-                         mi_prof_drop_reason_t *why)
+/* What an entry is looked up by: a stack by its frames; a set by its stack's frames and its labels (one
+ * probe finds a sample's set; its stack is looked up only when the set is new); a FREED entry by its set
+ * and lifetime bucket. */
+typedef struct lookup_s {
+  uint64_t              hash;
+  uint8_t               kind;
+  const uintptr_t      *frames;    /* STACK, SET */
+  size_t                depth;     /* STACK, SET */
+  const mprof_labels_t *labels;    /* SET */
+  uint32_t              link;      /* FREED: the set's entry number */
+  unsigned              lifetime;  /* FREED */
+} lookup_t;
+
+static inline bool same_labels(const mprof_labels_t *a, const mprof_labels_t *b)
+{
+  return ((a->thread_words[0] ^ b->thread_words[0]) | (a->thread_words[1] ^ b->thread_words[1]) |
+          (a->bytes ^ b->bytes)) == 0;
+}
+
+static inline bool matches(const mprof_stack_t *e, const lookup_t *k)
+{
+  if (e->hash != k->hash || e->kind != k->kind) return false;
+  if (k->kind == MPROF_ENTRY_FREED) return e->link == k->link && e->lifetime == k->lifetime;
+  if (k->kind == MPROF_ENTRY_SET && !same_labels(&e->labels, k->labels)) return false;
+  return e->depth == k->depth && memcmp(e->frames, k->frames, k->depth * sizeof(uintptr_t)) == 0;
+}
+
+/* The set of (frames, labels) at hash: its entry number + 1, or 0 with *slot the index slot where it goes
+ * (shard lock held, index room made).  find's loop for the one lookup every sample makes. */
+static inline uint32_t find_set(const shard_t *s, uint64_t hash, const uintptr_t *frames, size_t depth,
+                                const mprof_labels_t *labels, size_t *slot)
+{
+  size_t mask = s->index_cap - 1, i = (size_t)hash & mask;
+  for (uint32_t n; (n = s->index[i]) != 0; i = (i + 1) & mask) {
+    const mprof_stack_t *e = &s->chunk[(n - 1) / CHUNK_ENTRIES][(n - 1) % CHUNK_ENTRIES];
+    if (e->hash == hash && e->kind == MPROF_ENTRY_SET && same_labels(&e->labels, labels) &&
+        e->depth == depth && memcmp(e->frames, frames, depth * sizeof(uintptr_t)) == 0)
+      return n;
+  }
+  *slot = i;
+  return 0;
+}
+
+/* k's entry number + 1, or 0 with *slot the index slot where it goes (shard lock held, index room made). */
+static inline uint32_t find(const shard_t *s, const lookup_t *k, size_t *slot)
+{
+  size_t mask = s->index_cap - 1, i = (size_t)k->hash & mask;
+  for (uint32_t n; (n = s->index[i]) != 0; i = (i + 1) & mask) {
+    if (matches(&s->chunk[(n - 1) / CHUNK_ENTRIES][(n - 1) % CHUNK_ENTRIES], k)) return n;
+  }
+  *slot = i;
+  return 0;
+}
+
+/* Adds k's entry as entry number s->count at index slot `slot`, under `up` (the stack of a SET, the set
+ * of a FREED entry), whose frames it shares; a STACK gets a copy of its frames.  Its number + 1; 0, with
+ * *why, when the shard is full or profiler memory is exhausted. */
+static uint32_t append(shard_t *s, const lookup_t *k, size_t slot, const mprof_stack_t *up,
+                       uint32_t up_n, mi_prof_drop_reason_t *why)
 {
   uint32_t n = s->count, c = n / CHUNK_ENTRIES;
   *why = MI_PROF_DROP_MEMORY;
-  if (c >= MAX_CHUNKS) {
+  if (n >= MAX_ENTRIES) {
     *why = MI_PROF_DROP_STACKS;
-    return false;
+    return 0;
   }
-  size_t reserve = MPROF_DUMP_STACK_BYTES + depth * MPROF_DUMP_FRAME_BYTES;
-  if (!mprof_pmem_reserve(reserve)) return false;
+  size_t depth = up != NULL ? up->depth : k->depth;   /* a stack's share: its frames (internal.h) */
+  size_t reserve = up == NULL ? depth * MPROF_DUMP_FRAME_BYTES : MPROF_DUMP_STACK_BYTES;
+  if (!mprof_pmem_reserve(reserve)) return 0;
   if (s->chunk[c] == NULL) s->chunk[c] = mprof_pmem_map(CHUNK_BYTES);
-  uintptr_t *copy = s->chunk[c] != NULL ? pool_take(s, depth) : NULL;
-  if (copy == NULL) {
+  const uintptr_t *frames = NULL;
+  if (s->chunk[c] != NULL) frames = up != NULL ? up->frames : pool_take(s, depth);
+  if (frames == NULL) {
     mprof_pmem_unreserve(reserve);
-    return false;
+    return 0;
   }
   s->reserved += reserve;
-  memcpy(copy, frames, depth * sizeof(uintptr_t));
+  if (up == NULL) memcpy((uintptr_t *)(uintptr_t)frames, k->frames, depth * sizeof(uintptr_t));
   mprof_stack_t *e = entry(s, n);
   memset(e, 0, sizeof *e);
-  e->hash = hash;
+  e->hash = k->hash;
+  e->kind = k->kind;
+  e->shard = (uint8_t)(s - shards);
+  e->number = n;
   e->depth = (uint32_t)depth;
-  e->frames = copy;
+  e->frames = frames;
+  e->link = up != NULL ? up_n : 0;
+  if (k->kind == MPROF_ENTRY_SET) e->labels = *k->labels;
+  if (k->kind == MPROF_ENTRY_FREED) {
+    e->labels = up->labels;
+    e->lifetime = (uint8_t)k->lifetime;
+  }
   s->count = n + 1;
-  return true;
+  s->index[slot] = n + 1;
+  return n + 1;
 }
 
-uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, uint64_t session_word,
-                            mi_prof_drop_reason_t *why)
+/* The set for labels beyond the stack's limit: thread "[other]", the size's power of two. */
+static void other_labels(mprof_labels_t *l)
+{
+  memset(l->thread, 0, sizeof l->thread);
+  memcpy(l->thread, MPROF_OTHER_THREAD, sizeof MPROF_OTHER_THREAD);
+  if (l->bytes != 0) l->bytes = (uint64_t)1 << (63 - __builtin_clzll(l->bytes));
+}
+
+/* A set that is not in the table yet (shard lock held, room for two entries made): under its stack,
+ * added first if new, or under the stack's "[other]" set when the stack has its MPROF_LABEL_SETS.  Its
+ * entry number + 1; 0 with *why. */
+static uint32_t add_set(shard_t *s, uint64_t stack_hash, lookup_t *k, size_t slot, mi_prof_drop_reason_t *why)
+{
+  lookup_t sk = {.hash = stack_hash, .kind = MPROF_ENTRY_STACK, .frames = k->frames, .depth = k->depth};
+  size_t stack_slot;
+  uint32_t n = find(s, &sk, &stack_slot);
+  if (n == 0 && (n = append(s, &sk, stack_slot, NULL, 0, why)) == 0) return 0;
+  mprof_stack_t *stack = entry(s, n - 1);
+  bool over = stack->link >= MPROF_LABEL_SETS;
+  mprof_labels_t other;
+  if (over) {
+    other = *k->labels;
+    other_labels(&other);
+    k->labels = &other;
+    k->hash = set_hash(stack_hash, &other);
+  }
+  uint32_t m = find(s, k, &slot);                     /* again: the stack may have taken its slot */
+  if (m == 0 && (m = append(s, k, slot, stack, n - 1, why)) != 0 && !over) stack->link++;
+  return m;
+}
+
+uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, const mprof_labels_t *labels,
+                            uint64_t session_word, mi_prof_drop_reason_t *why)
 {
   uint64_t hash = frames_hash(frames, depth), id = 0;
   size_t k = (size_t)(hash >> 60);
@@ -166,45 +291,73 @@ uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, uint64_t sess
   mprof_lock(&s->lock);
   if (s->session != session_word) {
     /* leave id 0 */
-  } else if (!index_reserve(s)) {
+  } else if (!index_reserve(s, 2)) {
     *why = MI_PROF_DROP_MEMORY;
   } else {
-    size_t i = (size_t)hash & (s->index_cap - 1);
-    for (; s->index[i] != 0; i = (i + 1) & (s->index_cap - 1)) {
-      mprof_stack_t *e = entry(s, s->index[i] - 1);
-      if (e->hash == hash && e->depth == depth && memcmp(e->frames, frames, depth * sizeof(uintptr_t)) == 0) {
-        id = make_id(k, s->index[i] - 1);
-        break;
-      }
+    uint64_t h = set_hash(hash, labels);
+    size_t slot;
+    uint32_t m = find_set(s, h, frames, depth, labels, &slot);
+    if (m == 0) {
+      lookup_t key = {.hash = h, .kind = MPROF_ENTRY_SET, .frames = frames, .depth = depth, .labels = labels};
+      m = add_set(s, hash, &key, slot, why);
     }
-    if (id == 0 && shard_append(s, hash, frames, depth, why)) {
-      s->index[i] = s->count;
-      id = make_id(k, s->count - 1);
-    }
+    if (m != 0) id = id_of(entry(s, m - 1));
   }
   mprof_unlock(&s->lock);
   return id;
 }
 
-/* The entry of an id (not 0).  Only for record.c, under a record shard lock of the current session. */
-mprof_stack_t *mprof_stack_get(uint64_t id)
+uint64_t mprof_stack_freed(uint64_t set_id, unsigned b)
 {
-  if (mprof_unlikely((id >> 32) == SHARDS)) return &dropped_stack[(id & 0xffffffffu) - 1];
-  shard_t *s = &shards[id >> 32];
-  return entry(s, (uint32_t)(id & 0xffffffffu) - 1);
+  const mprof_stack_t *set = mprof_stack_get(set_id);
+  mi_prof_drop_reason_t reason = MI_PROF_DROP_MEMORY;
+  if (set->shard == SHARDS) {
+    if (set->number < MI_PROF_DROP_REASONS) reason = (mi_prof_drop_reason_t)set->number;
+  } else {
+    shard_t *s = &shards[set->shard];
+    uint64_t id = 0;
+    mprof_lock(&s->lock);
+    if (index_reserve(s, 1)) {
+      lookup_t key = {.hash = freed_hash(set->hash, b), .kind = MPROF_ENTRY_FREED, .link = set->number,
+                      .lifetime = b};
+      size_t slot;
+      uint32_t m = find(s, &key, &slot);
+      if (m == 0) m = append(s, &key, slot, set, set->number, &reason);
+      if (m != 0) id = id_of(entry(s, m - 1));
+    }
+    mprof_unlock(&s->lock);
+    if (id != 0) return id;
+  }
+  return id_of(&dropped[MI_PROF_DROP_REASONS + (uint32_t)reason * MPROF_LIFETIME_BUCKETS + b]);
 }
 
-uint64_t mprof_stack_dropped(mi_prof_drop_reason_t why) { return make_id(SHARDS, (uint32_t)why); }
+uint64_t mprof_stack_dropped(mi_prof_drop_reason_t why) { return id_of(&dropped[why]); }
 
+static void counts_reset(mprof_stack_t *e)
+{
+  e->alloc_obj_fx = e->alloc_bytes = 0;
+}
+
+/* The "dropped" entries afresh (a session starts), or only their allocated counts (mi_prof_reset). */
 static void dropped_reset(bool alloc_only)
 {
-  for (size_t r = 0; r < MI_PROF_DROP_REASONS; r++) {
-    mprof_stack_t *e = &dropped_stack[r];
-    __atomic_store_n(&e->alloc_obj_fx, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->alloc_bytes, 0, __ATOMIC_RELAXED);
-    if (alloc_only) continue;
+  size_t n = mprof_lifetimes ? DROPPED_ENTRIES : MI_PROF_DROP_REASONS;
+  for (size_t i = 0; i < n; i++) {
+    mprof_stack_t *e = &dropped[i];
+    if (alloc_only) {
+      counts_reset(e);
+      continue;
+    }
+    size_t r = i < MI_PROF_DROP_REASONS ? i : (i - MI_PROF_DROP_REASONS) / MPROF_LIFETIME_BUCKETS;
     dropped_frame[r] = (uintptr_t)MI_PROF_FRAME_DROPPED(r);
-    *e = (mprof_stack_t){.hash = r + 1, .depth = 1, .frames = &dropped_frame[r]};
+    *e = (mprof_stack_t){.hash = i + 1, .depth = 1, .frames = &dropped_frame[r], .link = MPROF_ENTRY_NONE,
+                         .shard = SHARDS, .number = (uint32_t)i};
+    if (i >= MI_PROF_DROP_REASONS) {
+      e->kind = MPROF_ENTRY_FREED;
+      e->lifetime = (uint8_t)((i - MI_PROF_DROP_REASONS) % MPROF_LIFETIME_BUCKETS);
+    } else {
+      e->kind = MPROF_ENTRY_SET;
+    }
   }
 }
 
@@ -222,36 +375,34 @@ void mprof_stacks_begin(uint64_t session_word)
 
 void mprof_stacks_end(void) { mprof_stacks_begin(0); }
 
-/* mi_prof_reset: allocated counters to zero (every record shard lock held). */
+/* mi_prof_reset: allocated and freed counters to zero (every record shard lock held). */
 void mprof_stacks_reset_alloc(void)
 {
   dropped_reset(true);
   for (size_t k = 0; k < SHARDS; k++) {
     shard_t *s = &shards[k];
     mprof_lock(&s->lock);
-    for (uint32_t n = 0; n < s->count; n++) {
-      mprof_stack_t *e = entry(s, n);
-      __atomic_store_n(&e->alloc_obj_fx, 0, __ATOMIC_RELAXED);
-      __atomic_store_n(&e->alloc_bytes, 0, __ATOMIC_RELAXED);
-    }
+    for (uint32_t n = 0; n < s->count; n++) counts_reset(entry(s, n));
     mprof_unlock(&s->lock);
   }
 }
 
-/* Calls fn for every stack (every record shard lock held, so the counters stand still); a "dropped"
- * stack only when it has counted something. */
-void mprof_stacks_each(void (*fn)(const mprof_stack_t *e, void *arg), void *arg)
+void mprof_stacks_each(void (*fn)(mprof_stack_t *e, mprof_stack_t *stack, void *arg), void *arg)
 {
-  for (size_t r = 0; r < MI_PROF_DROP_REASONS; r++) {
-    const mprof_stack_t *e = &dropped_stack[r];
-    if (__atomic_load_n(&e->alloc_obj_fx, __ATOMIC_RELAXED) != 0 ||
-        __atomic_load_n(&e->inuse_obj_fx, __ATOMIC_RELAXED) != 0)
-      fn(e, arg);
+  size_t n = mprof_lifetimes ? DROPPED_ENTRIES : MI_PROF_DROP_REASONS;
+  for (size_t i = 0; i < n; i++) {
+    mprof_stack_t *e = &dropped[i];
+    if (e->alloc_obj_fx != 0 || e->peak_gen != 0) fn(e, NULL, arg);   /* it has counted something */
   }
   for (size_t k = 0; k < SHARDS; k++) {
     shard_t *s = &shards[k];
     mprof_lock(&s->lock);
-    for (uint32_t n = 0; n < s->count; n++) fn(entry(s, n), arg);
+    for (uint32_t i = 0; i < s->count; i++) {
+      mprof_stack_t *e = entry(s, i), *stack = e;
+      if (e->kind == MPROF_ENTRY_FREED) stack = entry(s, e->link);
+      if (stack->kind == MPROF_ENTRY_SET) stack = entry(s, stack->link);
+      fn(e, stack, arg);
+    }
     mprof_unlock(&s->lock);
   }
 }

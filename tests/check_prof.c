@@ -122,6 +122,8 @@ int main(void)
   srunner_add_suite(sr, unwind_suite());
   srunner_add_suite(sr, pprof_suite());
   srunner_add_suite(sr, dump_suite());
+  srunner_add_suite(sr, peak_suite());
+  srunner_add_suite(sr, labels_suite());
   srunner_add_suite(sr, profiler_suite());
   srunner_add_suite(sr, control_suite());
   srunner_add_suite(sr, periodic_suite());
@@ -132,6 +134,8 @@ int main(void)
   srunner_add_suite(sr, tool_hostile_suite());
   srunner_add_suite(sr, symbolize_suite());
   srunner_add_suite(sr, tool_flame_suite());
+  srunner_add_suite(sr, tool_memtime_suite());
+  srunner_add_suite(sr, tool_memreal_suite());
   srunner_add_suite(sr, tool_service_suite());
   srunner_add_suite(sr, tool_access_suite());
 #else

@@ -225,6 +225,16 @@ static size_t unbase64(const char *in, unsigned char *out)
   return n;
 }
 
+void chromium_open_file(chromium_t *c, const char *dir, const char *path, int width, int height)
+{
+  char profile[4200], url[4200];
+  snprintf(profile, sizeof profile, "%s/chromium", dir);
+  snprintf(url, sizeof url, "file://%s", path);
+  chromium_start(c, profile, width, height);
+  chromium_load(c, url);
+  ck_assert_msg(c->errors[0] == '\0', "errors while loading %s:\n%s", path, c->errors);
+}
+
 void chromium_screenshot(chromium_t *c, const char *path)
 {
   json_t *r = chromium_call(c, "Page.captureScreenshot", json_pack("{s:s}", "format", "png"));

@@ -28,6 +28,9 @@ typedef struct chromium_s {
 void   chromium_start(chromium_t *c, const char *profile_dir, int width, int height);
 /* Loads `url` and waits for its load event. */
 void   chromium_load(chromium_t *c, const char *url);
+/* chromium_start (user data in dir/chromium), then chromium_load of the file at `path`; fails the test when
+ * the page reports errors while loading. */
+void   chromium_open_file(chromium_t *c, const char *dir, const char *path, int width, int height);
 /* A command to the page's session; returns its "result" (the caller decrefs). */
 json_t *chromium_call(chromium_t *c, const char *method, json_t *params);
 /* Evaluates a JavaScript expression in the page; its value (by value; the caller decrefs). */

@@ -528,7 +528,7 @@ static int mode_forkplugin(int argc, char **argv)
    * temporary file: made here with a 4 KiB buffer and opened for reading, so the dump blocks in write(2)
    * until the plugin reads. */
   char final[PATH_MAX], fd_text[32];
-  snprintf(final, sizeof final, "%s.%d.0.s.pb.gz", prefix, (int)getpid());
+  snprintf(final, sizeof final, "%s.%d.000000.s.pb.gz", prefix, (int)getpid());
   if (mkfifo(fifo, 0600) != 0) die("mkfifo");
   int fd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0 || fcntl(fd, F_SETPIPE_SZ, 4096) < 0) die("FIFO");

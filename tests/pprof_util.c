@@ -183,11 +183,14 @@ static bool is_hex(const char *s)
 static void assert_header(const profile_t *p)
 {
   static const char *const types[N_VALUES][2] = {
-    {"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"}, {"inuse_space", "bytes"}};
+    {"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"},
+    {"inuse_space", "bytes"},   {"peak_objects", "count"}, {"peak_space", "bytes"},
+    {"freed_objects", "count"}, {"freed_space", "bytes"}};
   ck_assert_uint_ge(p->n_string_table, 1);
   ck_assert_str_eq(p->string_table[0], "");
-  ck_assert_uint_eq(p->n_sample_type, N_VALUES);
-  for (size_t i = 0; i < N_VALUES; i++) {
+  ck_assert_msg(p->n_sample_type == V_FREED_OBJECTS || p->n_sample_type == N_VALUES, "%zu sample types",
+                p->n_sample_type);
+  for (size_t i = 0; i < p->n_sample_type; i++) {
     ck_assert_str_eq(test_pstr(p, p->sample_type[i]->type), types[i][0]);
     ck_assert_str_eq(test_pstr(p, p->sample_type[i]->unit), types[i][1]);
   }
@@ -233,8 +236,9 @@ static const mapping_t *mapping_holding(const profile_t *p, uint64_t addr)
 
 /* Functions, locations and samples: every reference resolves; a location lies inside its mapping, or
  * has mapping id 0 when no mapping holds its address, or is a dropped sample's location (no mapping, no
- * address, one line naming the reason); a sample has four values, in-use objects never above allocated
- * ones (in-use bytes may be: a block resized in place takes its new size, its allocation keeps the old). */
+ * address, one line naming the reason); a sample has a value per sample type, none negative (in-use may be
+ * above allocated: a block resized in place takes its new size, and mi_prof_reset zeroes what was
+ * allocated, not what is in use); a freed sample has values in the freed types only. */
 static void assert_references(const profile_t *p)
 {
   uint64_t *fn = ids_checked(p->n_function, function_id_at, p, "function");
@@ -259,9 +263,10 @@ static void assert_references(const profile_t *p)
   }
   for (size_t i = 0; i < p->n_sample; i++) {
     const sample_t *s = p->sample[i];
-    ck_assert_uint_eq(s->n_value, N_VALUES);
-    for (size_t v = 0; v < N_VALUES; v++) ck_assert_int_ge(s->value[v], 0);
-    ck_assert_int_le(s->value[V_INUSE_OBJECTS], s->value[V_ALLOC_OBJECTS]);
+    ck_assert_uint_eq(s->n_value, p->n_sample_type);
+    for (size_t v = 0; v < s->n_value; v++) ck_assert_int_ge(s->value[v], 0);
+    bool freed = s->n_value == N_VALUES && (s->value[V_FREED_OBJECTS] != 0 || s->value[V_FREED_SPACE] != 0);
+    for (size_t v = 0; freed && v < V_FREED_OBJECTS; v++) ck_assert_int_eq(s->value[v], 0);
     ck_assert_uint_ge(s->n_location_id, 1);
     for (size_t k = 0; k < s->n_location_id; k++) ck_assert(id_known(loc, p->n_location, s->location_id[k]));
   }
@@ -305,7 +310,28 @@ void profile_sums(const profile_t *p, int64_t sum[N_VALUES])
 {
   memset(sum, 0, N_VALUES * sizeof *sum);
   for (size_t i = 0; i < p->n_sample; i++)
-    for (size_t v = 0; v < N_VALUES; v++) sum[v] += p->sample[i]->value[v];
+    for (size_t v = 0; v < p->sample[i]->n_value && v < N_VALUES; v++) sum[v] += p->sample[i]->value[v];
+}
+
+static const Perftools__Profiles__Label *label_of(const profile_t *p, const sample_t *s, const char *key)
+{
+  for (size_t i = 0; i < s->n_label; i++)
+    if (strcmp(test_pstr(p, s->label[i]->key), key) == 0) return s->label[i];
+  return NULL;
+}
+
+const char *label_str(const profile_t *p, const sample_t *s, const char *key)
+{
+  const Perftools__Profiles__Label *l = label_of(p, s, key);
+  return l != NULL && l->str != 0 ? test_pstr(p, l->str) : NULL;
+}
+
+bool label_num(const profile_t *p, const sample_t *s, const char *key, int64_t *out)
+{
+  const Perftools__Profiles__Label *l = label_of(p, s, key);
+  if (l == NULL || l->str != 0) return false;
+  *out = l->num;
+  return true;
 }
 
 /* The number after " key=" in the comment that starts with `head`; false when there is none. */
@@ -388,6 +414,19 @@ probe_run_t run_probe(const char *const *vars, const char *const *args)
   return probe_finish(&c);
 }
 
+probe_run_t run_peak_probe(const char *mode, const char *rate, const char *seed, const char *const *vars,
+                           profile_t **p, char *path)
+{
+  snprintf(path, PATH_MAX, "%s/%s.pb.gz", tmp_dir_make(), mode);
+  probe_opts_t opts = {.env = vars, .watchdog_s = 120};
+  const char *const args[] = {mode, path, rate, seed, NULL};
+  probe_run_t r = probe_run(probe_getenv("MPROF_TEST_PEAK_PROBE"), args, &opts);
+  probe_assert_exit0(&r, mode);
+  ck_assert_str_eq(r.err, "");
+  *p = profile_load(path);
+  return r;
+}
+
 /* The value of the "key value" line of stdout, as a string into buf. */
 void out_string(const probe_run_t *r, const char *key, char *buf, size_t len)
 {
@@ -453,7 +492,8 @@ static int cmp_seq(const void *a, const void *b)
 }
 
 /* Every file in dir, sorted by sequence number.  Each must be named prof.<pid>.<seq>.<kind>.pb.gz with
- * this pid and a documented kind, and the sequence numbers must run 0, 1, ... n-1. */
+ * this pid and a documented kind, the sequence numbers must run 0, 1, ... n-1, and by name (as ls lists
+ * them) the files must come in that order too. */
 size_t dumps_list(const char *dir, pid_t pid, dump_file_t *out)
 {
   DIR *d = opendir(dir);
@@ -477,6 +517,8 @@ size_t dumps_list(const char *dir, pid_t pid, dump_file_t *out)
   closedir(d);
   qsort(out, n, sizeof *out, cmp_seq);
   for (size_t i = 0; i < n; i++) ck_assert_uint_eq(out[i].seq, i);
+  for (size_t i = 1; i < n; i++)
+    ck_assert_msg(strcmp(out[i - 1].path, out[i].path) < 0, "%s sorts after %s", out[i - 1].path, out[i].path);
   return n;
 }
 

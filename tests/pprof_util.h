@@ -30,8 +30,11 @@ typedef Perftools__Profiles__Location location_t;
 typedef Perftools__Profiles__Function function_t;
 typedef Perftools__Profiles__Sample   sample_t;
 
-/* The sample values, in the order the profile declares them. */
-enum { V_ALLOC_OBJECTS, V_ALLOC_SPACE, V_INUSE_OBJECTS, V_INUSE_SPACE, N_VALUES };
+/* The sample values, in the order the profile declares them: six, or eight with MIMALLOC_PROF_LIFETIMES. */
+enum {
+  V_ALLOC_OBJECTS, V_ALLOC_SPACE, V_INUSE_OBJECTS, V_INUSE_SPACE, V_PEAK_OBJECTS, V_PEAK_SPACE,
+  V_FREED_OBJECTS, V_FREED_SPACE, N_VALUES
+};
 
 /* A dropped sample's function name starts so (lib/pprof.c). */
 #define DROPPED_PREFIX "[mimalloc-prof: dropped ("
@@ -58,6 +61,9 @@ const mapping_t  *mapping_named(const profile_t *p, const char *tail);   /* file
 const char       *location_name(const profile_t *p, const location_t *l);   /* "" when unnamed */
 const location_t *sample_leaf(const profile_t *p, const sample_t *s);    /* innermost location */
 int64_t           leaf_total(const profile_t *p, const char *fn, int v); /* value v over leaves named fn */
+/* The sample's label `key`: its string (NULL when it has none); its number (false when none). */
+const char       *label_str(const profile_t *p, const sample_t *s, const char *key);
+bool              label_num(const profile_t *p, const sample_t *s, const char *key, int64_t *out);
 /* The number after " key=" in the comment that starts with head (false / failure when there is none). */
 bool              comment_value(const profile_t *p, const char *head, const char *key, uint64_t *out);
 uint64_t          comment_number(const profile_t *p, const char *head, const char *key);
@@ -68,6 +74,10 @@ probe_child_t start_probe(const char *const *vars, const char *const *args, bool
 probe_run_t   run_probe(const char *const *vars, const char *const *args);
 void          out_string(const probe_run_t *r, const char *key, char *buf, size_t len);   /* "key value" */
 void          wait_ready(const probe_child_t *c);              /* reads its stdout up to a line "ready" */
+/* tests/peak_probe MODE PATH RATE SEED (PATH: MODE.pb.gz in a fresh directory, into path[PATH_MAX]) with
+ * `vars`; asserts it exited 0 quietly and loads its profile into *p. */
+probe_run_t   run_peak_probe(const char *mode, const char *rate, const char *seed, const char *const *vars,
+                             profile_t **p, char *path);
 
 /* `go tool pprof`: go_find gives the path of `go` on PATH (false: none, skip). */
 bool        go_find(char *out, size_t len);

@@ -133,12 +133,12 @@ typedef struct found_s {
 
 static bool find_leaf(void *const *frames, size_t depth, const mi_prof_stack_counts_t *counts, void *arg)
 {
-  (void)counts;
   found_t *f = arg;
   const char *name;
   f->stacks++;
   f->lib_frames += lib_frames(frames, depth);
-  if (depth > 0 && where(frames[0], &name) == IN_PROBE && strcmp(name, f->leaf) == 0) {
+  if (depth > 0 && counts->inuse_bytes != 0 && where(frames[0], &name) == IN_PROBE &&
+      strcmp(name, f->leaf) == 0) {
     f->matches++;
     f->depth = depth;
     memcpy(f->frames, frames, (depth < MAX_FRAMES ? depth : MAX_FRAMES) * sizeof(void *));
@@ -370,8 +370,8 @@ static int mode_deep(int argc, char **argv)
 
 /* Sums over a visit (distinct, sums and dlloop use them). */
 typedef struct sums_s {
-  size_t stacks, idle_stacks;      /* idle: nothing in use */
-  uint64_t inuse_objects, inuse_bytes, alloc_objects, alloc_bytes;
+  size_t stacks, idle_stacks;      /* idle: nothing in use, nor at the peak */
+  uint64_t inuse_objects, inuse_bytes, alloc_objects, alloc_bytes, peak_objects, peak_bytes;
 } sums_t;
 
 static bool sum_visitor(void *const *frames, size_t depth, const mi_prof_stack_counts_t *c, void *arg)
@@ -379,7 +379,9 @@ static bool sum_visitor(void *const *frames, size_t depth, const mi_prof_stack_c
   (void)frames, (void)depth;
   sums_t *s = arg;
   s->stacks++;
-  s->idle_stacks += c->inuse_objects == 0 && c->inuse_bytes == 0;
+  s->idle_stacks += c->inuse_objects == 0 && c->inuse_bytes == 0 && c->peak_bytes == 0;
+  s->peak_objects += c->peak_objects;
+  s->peak_bytes += c->peak_bytes;
   s->inuse_objects += c->inuse_objects;
   s->inuse_bytes += c->inuse_bytes;
   s->alloc_objects += c->alloc_objects;
@@ -470,6 +472,10 @@ static void print_sums(const char *prefix)
          prefix, st.inuse_objects);
   printf("%ssum_alloc_objects %" PRIu64 "\n%sstat_alloc_objects %" PRIu64 "\n", prefix, s.alloc_objects,
          prefix, st.alloc_objects);
+  printf("%ssum_peak_bytes %" PRIu64 "\n%sstat_peak_bytes %" PRIu64 "\n", prefix, s.peak_bytes, prefix,
+         st.peak_inuse_bytes);
+  printf("%ssum_peak_objects %" PRIu64 "\n%sstat_peak_objects %" PRIu64 "\n", prefix, s.peak_objects, prefix,
+         st.peak_inuse_objects);
   printf("%ssamples %" PRIu64 "\n", prefix, st.samples);
 }
 
@@ -493,13 +499,13 @@ static int mode_sums(void)
     free(a[i]);
     a[i] = NULL;
   }
-  for (size_t i = 0; i < SUMS_B; i++) {   /* a half moves (grows), a quarter shrinks in place */
+  for (size_t i = 0; i < SUMS_C; i++) free(c[i]);   /* site c: nothing left in use, nor at the peak */
+  for (size_t i = 0; i < SUMS_B; i++) {   /* a half moves (grows: the peak), a quarter shrinks in place */
     size_t size = i % 2 == 0 ? 4000 : i % 4 == 1 ? 600 : 1000;
     void *q = realloc(b[i], size);
     if (q == NULL) die("realloc failed");
     b[i] = q;
   }
-  for (size_t i = 0; i < SUMS_C; i++) free(c[i]);   /* site c: nothing left in use */
   fflush(stdout);
   print_sums("");
   for (size_t i = 0; i < SUMS_A; i++) free(a[i]);

@@ -36,6 +36,8 @@ Suite *stacks_suite(void);     /* test_stacks.c: unwinders, stack table, mi_prof
 Suite *unwind_suite(void);     /* test_unwind.c: loader lock, stack budget, fp reads, fork (subprocesses) */
 Suite *pprof_suite(void);      /* test_pprof.c: the profile format, timestamps, dropped frames, go tool pprof */
 Suite *dump_suite(void);       /* test_dump.c: dumps, triggers, leak report, errors, full budget */
+Suite *peak_suite(void);       /* test_peak.c: the peak in profiles and stats, mi_prof_reset, the timeline */
+Suite *labels_suite(void);     /* test_labels.c: thread and bytes labels, label-set bound, lifetimes */
 Suite *profiler_suite(void);   /* test_profiler.c: the profiler thread, final signals, fork under dlopen */
 Suite *control_suite(void);    /* test_control.c: the control socket: requests, peers, fuzzing, descriptors */
 Suite *security_suite(void);   /* test_security.c: secure mode (setuid), planted links, names, -o */
@@ -46,6 +48,8 @@ Suite *tool_report_suite(void);/* test_tool_report.c: top, tree, diff, merge, fo
 Suite *tool_hostile_suite(void); /* test_tool_hostile.c: every command on hostile profiles, in bounds */
 Suite *symbolize_suite(void);  /* test_symbolize.c: names, lines, inlines: -g, stripped, debuginfod, python3 */
 Suite *tool_flame_suite(void); /* test_tool_flame.c: the flame graph in headless Chromium */
+Suite *tool_memtime_suite(void); /* test_tool_memtime.c: peak, lifetimes, labels, timeline (synthetic) */
+Suite *tool_memreal_suite(void); /* test_tool_memreal.c: the same on real programs (tests/memtime_probe) */
 Suite *tool_service_suite(void); /* test_tool_service.c: ctl, ps, top PID, serve with curl and go tool pprof */
 Suite *tool_access_suite(void);  /* test_tool_access.c: ctl, ps, top PID, serve against hostile peers */
 #else

@@ -226,7 +226,7 @@ START_TEST(profiler_final_signal_amid_intervals)
                         "MIMALLOC_PROF_KEEP=4", "MIMALLOC_PROF_FINAL_SIGNALS=TERM", prefix, NULL};
   probe_child_t c = start_watched(vars, (const char *const[]){"load", "2", "forever", NULL});
   wait_ready(&c);
-  snprintf(name, sizeof name, "prof.%d.2.i.pb.gz", (int)c.pid);
+  snprintf(name, sizeof name, "prof.%d.000002.i.pb.gz", (int)c.pid);
   wait_closed(watch, &c, name);
   close(watch);
   ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
@@ -358,7 +358,7 @@ static void final_signals_while_dumping(int signals, bool drain)
                         shim, fifo_var, "MPROF_TEST_DUMP_FIFO_KIND=f", NULL};
   probe_child_t c = start_watched(vars, (const char *const[]){"idle", "4096", NULL});
   wait_ready(&c);
-  snprintf(final, sizeof final, "%s/prof.%d.0.f.pb.gz", dir, (int)c.pid);
+  snprintf(final, sizeof final, "%s/prof.%d.000000.f.pb.gz", dir, (int)c.pid);
   ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
   wait_data(fd, &c);                         /* the handler ran; the profiler thread writes */
   for (int i = 1; i < signals; i++) {
@@ -438,7 +438,7 @@ static void fork_in_constructor_once(const char *unwinder)
   test_profile_free(profile_load(path));
   /* The directory holds the final profile (sequence 1; 0 was the signal's, which the probe removed). */
   char want[64];
-  snprintf(want, sizeof want, "prof.%d.1.f.pb.gz", (int)r.pid);
+  snprintf(want, sizeof want, "prof.%d.000001.f.pb.gz", (int)r.pid);
   DIR *d = opendir(dir);
   ck_assert_ptr_nonnull(d);
   unsigned files = 0;

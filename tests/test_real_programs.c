@@ -97,7 +97,7 @@ START_TEST(real_programs_same_output)
     ck_assert_msg(strcmp(a.out, b.out) == 0, "%s: output differs:\n%s\n---\n%s", p->name, a.out, b.out);
     ck_assert_msg(b.err[0] == '\0', "%s: stderr:\n%s", p->name, b.err);
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/p.%d.0.f.pb.gz", dir, (int)b.pid);
+    snprintf(path, sizeof path, "%s/p.%d.000000.f.pb.gz", dir, (int)b.pid);
     profile_t *prof = profile_load(path);            /* decoded and checked against profile.proto */
     int64_t sum[N_VALUES];
     profile_sums(prof, sum);

@@ -458,7 +458,7 @@ static unsigned plant_all(const char *dir, pid_t pid, const char *victim)
   unsigned n = 0;
   for (const char *k = KINDS; *k != '\0'; k++) {
     for (unsigned seq = 0; seq < PLANTED_SEQS; seq++) {
-      snprintf(name, sizeof name, "prof.%d.%u.%c.pb.gz", (int)pid, seq, *k);
+      snprintf(name, sizeof name, "prof.%d.%06u.%c.pb.gz", (int)pid, seq, *k);
       link_at(dir, name, victim);
       strcat(name, ".tmp");
       link_at(dir, name, victim);
@@ -545,7 +545,7 @@ START_TEST(security_links_at_every_name)
   foreign[0] = '\0';
   if (geteuid() == 0) {                   /* another user's file where retention of kind i looks first */
     char name[64];
-    snprintf(name, sizeof name, "prof.%d.%u.i.pb.gz", (int)c.pid, PLANTED_SEQS);
+    snprintf(name, sizeof name, "prof.%d.%06u.i.pb.gz", (int)c.pid, PLANTED_SEQS);
     IN_DIR(foreign, out, name);
     int fd = open(foreign, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     ck_assert_int_ge(fd, 0);

@@ -59,7 +59,7 @@ static void centre(chromium_t *c, const char *name, double *x, double *y)
 
 START_TEST(tool_flame_in_chromium)
 {
-  char dir[PATH_MAX], prof[PATH_MAX + 16], svg[PATH_MAX + 16], url[PATH_MAX + 32], chrome[PATH_MAX + 16];
+  char dir[PATH_MAX], prof[PATH_MAX + 16], svg[PATH_MAX + 16];
   tool_tmpdir(dir, sizeof dir);
   snprintf(prof, sizeof prof, "%s/p.pb.gz", dir);
   snprintf(svg, sizeof svg, "%s/heap.svg", dir);
@@ -67,12 +67,8 @@ START_TEST(tool_flame_in_chromium)
   probe_run_t r = tool_run((const char *const[]){"flame", "-o", svg, prof, NULL}, NULL);
   probe_assert_exit0(&r, "mimalloc-prof flame");
   probe_run_free(&r);
-  snprintf(chrome, sizeof chrome, "%s/chromium", dir);
-  snprintf(url, sizeof url, "file://%s", svg);
   chromium_t c;
-  chromium_start(&c, chrome, 1200, 700);
-  chromium_load(&c, url);
-  ck_assert_msg(c.errors[0] == '\0', "errors while loading:\n%s", c.errors);
+  chromium_open_file(&c, dir, svg, 1200, 700);
 
   /* The widest frame of each level, by rendered width. */
   static const char *const heaviest[] = {"all", "main", "alpha", "grow"};
@@ -134,8 +130,7 @@ END_TEST
 /* A real program's flame graph, loaded without errors, its screenshot kept for review. */
 START_TEST(tool_flame_screenshot)
 {
-  char dir[PATH_MAX], prof[PATH_MAX + 16], svg[PATH_MAX + 16], url[PATH_MAX + 32], chrome[PATH_MAX + 16],
-       png[PATH_MAX];
+  char dir[PATH_MAX], prof[PATH_MAX + 16], svg[PATH_MAX + 16], png[PATH_MAX];
   tool_tmpdir(dir, sizeof dir);
   snprintf(prof, sizeof prof, "%s/p.pb.gz", dir);
   snprintf(svg, sizeof svg, "%s/heap.svg", dir);
@@ -146,11 +141,8 @@ START_TEST(tool_flame_screenshot)
   r = tool_run((const char *const[]){"flame", "--title", "sym_prog: bytes in use at exit", "-o", svg, prof, NULL}, NULL);
   probe_assert_exit0(&r, "mimalloc-prof flame");
   probe_run_free(&r);
-  snprintf(chrome, sizeof chrome, "%s/chromium", dir);
-  snprintf(url, sizeof url, "file://%s", svg);
   chromium_t c;
-  chromium_start(&c, chrome, 1200, 560);
-  chromium_load(&c, url);
+  chromium_open_file(&c, dir, svg, 1200, 560);
   snprintf(png, sizeof png, "%s/flame-screenshot.png", probe_getenv("MPROF_TEST_OUTDIR"));
   chromium_screenshot(&c, png);
   ck_assert_msg(c.errors[0] == '\0', "errors:\n%s", c.errors);

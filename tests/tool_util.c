@@ -81,10 +81,9 @@ bool tool_exists(const char *path)
   return lstat(path, &st) == 0;
 }
 
-void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint64_t start, const char *file)
+/* The mapping of a synthetic profile: `file` (NULL: /synthetic/prog) at `start`. */
+static uint64_t synthetic_mapping(pbuild_t *b, uint64_t start, const char *file)
 {
-  pbuild_t *b = pbuild_new_heap(524288);
-  ck_assert_ptr_nonnull(b);
   mapping_t m = PERFTOOLS__PROFILES__MAPPING__INIT;
   profile_t mp = PERFTOOLS__PROFILES__PROFILE__INIT;
   char *mstrings[] = {"", (char *)(file ? file : "/synthetic/prog"), "0123456789abcdef"};
@@ -95,26 +94,78 @@ void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint
   m.filename = 1;
   m.build_id = 2;
   int64_t delta;
-  uint64_t mid = pb_mapping(b, &mp, &m, &delta);
+  return pb_mapping(b, &mp, &m, &delta);
+}
+
+/* The locations of "outer;...;inner", innermost first, into ids (up to 64); returns how many. */
+static size_t synthetic_stack(pbuild_t *b, uint64_t mid, uint64_t start, const char *frames, uint64_t *ids)
+{
+  size_t depth = 0;
+  char *copy = strdup(frames), *save = NULL;
+  char *names[64];
+  for (char *f = strtok_r(copy, ";", &save); f != NULL && depth < 64; f = strtok_r(NULL, ";", &save))
+    names[depth++] = f;
+  for (size_t k = 0; k < depth; k++) {                    /* innermost first */
+    const char *name = names[depth - 1 - k];
+    bool dropped = strcmp(name, "[dropped]") == 0;
+    pb_line_t line = {pb_function(b, dropped ? "[mimalloc-prof: dropped (unwind)]" : name, NULL, "", 0), 0};
+    uint64_t addr = start + 0x1000 + 16 * (uint64_t)(strlen(name) * 131 + (unsigned char)name[0] + k * 7919);
+    ids[k] = pb_location(b, dropped ? 0 : mid, dropped ? 2 : addr, &line, 1);
+  }
+  free(copy);
+  return depth;
+}
+
+static void synthetic_write(pbuild_t *b, const char *path)
+{
+  char err[512];
+  ck_assert(!pbuild_failed(b));
+  ck_assert_msg(profile_write(pbuild_profile(b), path, err, sizeof err) == 0, "%s", err);
+  pbuild_free(b);
+}
+
+void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint64_t start, const char *file)
+{
+  pbuild_t *b = pbuild_new_heap(524288);
+  ck_assert_ptr_nonnull(b);
+  uint64_t mid = synthetic_mapping(b, start, file);
   for (size_t s = 0; s < n; s++) {
     uint64_t ids[64];
-    size_t depth = 0;
-    char *copy = strdup(stacks[s].frames), *save = NULL;
-    char *names[64];
-    for (char *f = strtok_r(copy, ";", &save); f != NULL && depth < 64; f = strtok_r(NULL, ";", &save)) names[depth++] = f;
-    for (size_t k = 0; k < depth; k++) {                    /* innermost first */
-      const char *name = names[depth - 1 - k];
-      bool dropped = strcmp(name, "[dropped]") == 0;
-      pb_line_t line = {pb_function(b, dropped ? "[mimalloc-prof: dropped (unwind)]" : name, NULL, "", 0), 0};
-      uint64_t addr = start + 0x1000 + 16 * (uint64_t)(strlen(name) * 131 + (unsigned char)name[0] + k * 7919);
-      ids[k] = pb_location(b, dropped ? 0 : mid, dropped ? 2 : addr, &line, 1);
-    }
+    size_t depth = synthetic_stack(b, mid, start, stacks[s].frames, ids);
     int64_t v[4] = {stacks[s].alloc_bytes / 1024, stacks[s].alloc_bytes, stacks[s].inuse_bytes / 1024,
                     stacks[s].inuse_bytes};
     pb_sample(b, ids, depth, v, 1);
-    free(copy);
   }
-  char err[512];
-  ck_assert_msg(profile_write(pbuild_profile(b), path, err, sizeof err) == 0, "%s", err);
-  pbuild_free(b);
+  synthetic_write(b, path);
+}
+
+void tool_synthetic_labelled(const char *path, const tool_sample_t *samples, size_t n, bool lifetimes,
+                             const char *const *comments, const timeline_t *timeline)
+{
+  pbuild_t *types = pbuild_new_heap_types(524288, lifetimes ? 8 : 6);
+  ck_assert_ptr_nonnull(types);
+  profile_t h = *pbuild_profile(types);
+  h.time_nanos = TOOL_SYNTHETIC_T0 + 1000000000;          /* written 1 s after the session started */
+  h.duration_nanos = 1000000000;
+  h.mimalloc_prof_timeline = (timeline_t *)(uintptr_t)timeline;
+  pbuild_t *b = pbuild_new(&h);
+  ck_assert_ptr_nonnull(b);
+  pbuild_free(types);
+  for (const char *const *c = comments; c != NULL && *c != NULL; c++) pb_comment(b, *c);
+  uint64_t mid = synthetic_mapping(b, 0x555500000000ull, NULL);
+  for (size_t s = 0; s < n; s++) {
+    const tool_sample_t *t = &samples[s];
+    uint64_t ids[64];
+    size_t depth = synthetic_stack(b, mid, 0x555500000000ull, t->frames, ids);
+    pb_label_t labels[3];
+    size_t nl = 0;
+    if (t->thread != NULL) labels[nl++] = (pb_label_t){pb_string(b, "thread"), pb_string(b, t->thread), 0, 0};
+    if (t->bytes > 0) labels[nl++] = (pb_label_t){pb_string(b, "bytes"), 0, t->bytes, pb_string(b, "bytes")};
+    if (t->lifetime >= 0 && t->freed != 0)
+      labels[nl++] = (pb_label_t){pb_string(b, "lifetime"), 0, t->lifetime, pb_string(b, "nanoseconds")};
+    int64_t v[8] = {t->alloc / 1024, t->alloc, t->inuse / 1024, t->inuse,
+                    t->peak / 1024,  t->peak,  t->freed / 1024, t->freed};
+    pb_sample_labels(b, ids, depth, labels, nl, v, 1);
+  }
+  synthetic_write(b, path);
 }

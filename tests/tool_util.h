@@ -41,4 +41,20 @@ typedef struct tool_stack_s {
 } tool_stack_t;
 void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint64_t start, const char *file);
 
+/* A synthetic profile of the library's full format (doc/design.md, "Heap profiles"): sample types
+ * alloc_, inuse_, peak_ objects and space, and with `lifetimes` freed_objects and freed_space (objects =
+ * bytes / 1024); labels thread (when not NULL), bytes (when above 0) and, on a sample with freed bytes,
+ * lifetime (ns, when not negative); the NULL-terminated comments (NULL: none) and the timeline (NULL:
+ * none).  The session started at TOOL_SYNTHETIC_T0 (CLOCK_REALTIME ns) and the profile was written 1 s
+ * later. */
+#define TOOL_SYNTHETIC_T0 1700000000000000000ll
+typedef struct tool_sample_s {
+  const char *frames;
+  int64_t     alloc, inuse, peak, freed;   /* bytes */
+  const char *thread;
+  int64_t     bytes, lifetime;
+} tool_sample_t;
+void tool_synthetic_labelled(const char *path, const tool_sample_t *samples, size_t n, bool lifetimes,
+                             const char *const *comments, const timeline_t *timeline);
+
 #endif

@@ -8,7 +8,7 @@
 
 static const char usage[] =
   "usage: mimalloc-prof diff [-n ROWS] [-s TYPE] [--sort flat|cum] [--focus RE] [--ignore RE]\n"
-  "                          [--fold RE] [--fold-alloc] [--lines] [-o OUT] BASE NEW\n"
+  "                          [--fold RE] [--fold-alloc] [--lines] [--tag KEY=VALUE]... [-o OUT] BASE NEW\n"
   "Print what changed from profile BASE to profile NEW (NEW minus BASE), largest change first;\n"
   "with -o, also write the difference as a profile.  Symbolize both, or neither, so that their\n"
   "locations match.  Other options as for top.\n"
@@ -87,9 +87,12 @@ int cmd_diff(int argc, char **argv)
   }
   rc = EXIT_SUCCESS;
   pbuild_t *b = NULL;
+  profile_t h;                               /* NEW's header without its peak and timeline (peak.c) */
+  int64_t *kept = NULL;
   if (!profile_compatible(base, new, why, sizeof why)) {
     rc = tool_error("%s and %s cannot be compared: %s", argv[optind], argv[optind + 1], why);
-  } else if ((b = pbuild_new(new)) == NULL || !pb_add_profile(b, new, 1) || !pb_add_profile(b, base, -1)) {
+  } else if ((b = pbuild_new(heap_header_alone(new, &h, &kept))) == NULL || !pb_add_profile(b, new, 1) ||
+             !pb_add_profile(b, base, -1)) {
     rc = tool_error("out of memory");
   } else {
     pb_comment(b, "difference of two profiles (NEW minus BASE) by mimalloc-prof diff");
@@ -102,6 +105,7 @@ int cmd_diff(int argc, char **argv)
     if (rc == 0 && out != NULL && profile_write(d, out, err, sizeof err) != 0) rc = tool_error("%s", err);
   }
   pbuild_free(b);
+  free(kept);
   profile_free(base);
   profile_free(new);
   view_opts_free(&o);

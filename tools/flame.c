@@ -28,7 +28,7 @@
 
 static const char usage[] =
   "usage: mimalloc-prof flame [-s TYPE] [--title TEXT] [--focus RE] [--ignore RE] [--fold RE]\n"
-  "                           [--fold-alloc] [--lines] -o OUT.svg FILE\n"
+  "                           [--fold-alloc] [--lines] [--tag KEY=VALUE]... -o OUT.svg FILE\n"
   "Write an interactive flame graph of a heap profile (self-contained SVG; hover, click to zoom,\n"
   "Search or Ctrl-F in a browser).  Options as for top.\n"
   "See mimalloc-prof(1).\n";

@@ -1,6 +1,7 @@
 /* main.c - the mimalloc-prof command: one subcommand per file (run.c, symbolize.c, top.c, tree.c,
- * diff.c, merge.c, flame.c, folded.c, ctl.c, ps.c, serve.c) over a shared profile reader and writer
- * (profile.c, pbuild.c), report model (view.c) and control-socket client (client.c).  See mimalloc-prof(1).
+ * diff.c, merge.c, flame.c, folded.c, timeline.c, ctl.c, ps.c, serve.c) over a shared profile reader and
+ * writer (profile.c, pbuild.c), report model (view.c) and control-socket client (client.c).  See
+ * mimalloc-prof(1).
  */
 #include "tool.h"
 
@@ -20,6 +21,7 @@ static const struct {
   {"merge", cmd_merge, "one profile of several (the processes of one program)"},
   {"flame", cmd_flame, "an interactive flame graph (SVG)"},
   {"folded", cmd_folded, "folded stacks (\"a;b;c VALUE\") for other flame-graph tools"},
+  {"timeline", cmd_timeline, "the heap over time, its peak and the sites at the peak (text or SVG)"},
   {"ctl", cmd_ctl, "start, stop, reset, stats or dump a running process (its control socket)"},
   {"ps", cmd_ps, "the processes that offer a control socket"},
   {"serve", cmd_serve, "serve running processes' heap profiles over HTTP (/debug/pprof/heap)"},

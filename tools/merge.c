@@ -35,8 +35,11 @@ int cmd_merge(int argc, char **argv)
       rc = tool_error("%s", err);
       break;
     }
-    if (b == NULL) {
-      b = pbuild_new(p);
+    if (b == NULL) {                       /* several processes: no one peak or timeline (peak.c) */
+      profile_t h;
+      int64_t *kept = NULL;
+      b = pbuild_new(argc - optind > 1 ? heap_header_alone(p, &h, &kept) : p);
+      free(kept);
       first = p;
     } else if (!profile_compatible(first, p, why, sizeof why)) {
       rc = tool_error("%s and %s cannot be merged: %s", argv[optind], argv[i], why);

@@ -5,9 +5,10 @@
  * mapping of the same file (build ID or name, file offset and size) is shared, and the addresses of the
  * later profiles' locations in it move by the difference of the start addresses (each process has its
  * own load address); locations are equal when mapping, address and lines are; samples are equal when
- * their locations are, and their values add up (saturated at the ends of int64_t).  The period becomes
- * the largest; the time the earliest start, and the duration reaches the latest end, whatever the order
- * of the profiles.  Labels are not kept (the library writes none).
+ * their locations and labels are (labels compared in a canonical order, so the order a writer chose does
+ * not matter), and their values add up (saturated at the ends of int64_t).  The period becomes the
+ * largest; the time the earliest start, and the duration reaches the latest end, whatever the order of
+ * the profiles.
  *
  * The tables hash with tool_hash, keyed per process: the parts come from profiles that may be hostile.
  */
@@ -272,13 +273,75 @@ static bool ids_equal(const sample_t *s, const uint64_t *ids, size_t n)
   return s->n_location_id == n && (n == 0 || memcmp(s->location_id, ids, n * sizeof *ids) == 0);
 }
 
+/* Labels in their canonical order: by key, string, number, unit (string ids of the builder). */
+static int label_cmp(const pb_label_t *x, const pb_label_t *y)
+{
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  if (x->str != y->str) return x->str < y->str ? -1 : 1;
+  if (x->num != y->num) return x->num < y->num ? -1 : 1;
+  return x->num_unit < y->num_unit ? -1 : x->num_unit > y->num_unit;
+}
+
+static int label_order(const void *x, const void *y) { return label_cmp(x, y); }
+
+static bool labels_equal(const sample_t *s, const pb_label_t *labels, size_t n)
+{
+  if (s->n_label != n) return false;
+  for (size_t i = 0; i < n; i++) {
+    const label_t *l = s->label[i];
+    if (l->key != labels[i].key || l->str != labels[i].str || l->num != labels[i].num ||
+        l->num_unit != labels[i].num_unit)
+      return false;
+  }
+  return true;
+}
+
+/* The sample's labels: pointers, then the labels, in one block. */
+static label_t **labels_copy(const pb_label_t *labels, size_t n)
+{
+  label_t **lp = malloc(n * (sizeof *lp + sizeof(label_t)) + 1);
+  if (lp == NULL) return NULL;
+  label_t *ls = (label_t *)(lp + n);
+  for (size_t i = 0; i < n; i++) {
+    perftools__profiles__label__init(&ls[i]);
+    ls[i].key = labels[i].key;
+    ls[i].str = labels[i].str;
+    ls[i].num = labels[i].num;
+    ls[i].num_unit = labels[i].num_unit;
+    lp[i] = &ls[i];
+  }
+  return lp;
+}
+
+static void sample_free(sample_t *s)
+{
+  free(s->location_id);
+  free(s->value);
+  free(s->label);
+  free(s);
+}
+
 void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values, int sign)
+{
+  pb_sample_labels(b, ids, n, NULL, 0, values, sign);
+}
+
+void pb_sample_labels(pbuild_t *b, const uint64_t *ids, size_t n, pb_label_t *labels, size_t n_labels,
+                      const int64_t *values, int sign)
 {
   if (!grow(b, &b->samples, &b->cap_samples, b->n_samples) || !htab_reserve(b, &b->sample_ix, b->n_samples))
     return;
+  if (n_labels > 1) qsort(labels, n_labels, sizeof *labels, label_order);
   uint64_t hv = tool_hash_key();
   for (size_t i = 0; i < n; i++) hv = tool_hash(hv, ids[i]);
-  size_t pos, e = HTAB_FIND(&b->sample_ix, hv, ids_equal(b->samples[x_], ids, n), &pos);
+  for (size_t i = 0; i < n_labels; i++)
+    hv = tool_hash(tool_hash(tool_hash(tool_hash(hv, (uint64_t)labels[i].key), (uint64_t)labels[i].str),
+                             (uint64_t)labels[i].num),
+                   (uint64_t)labels[i].num_unit);
+  size_t pos, e = HTAB_FIND(&b->sample_ix, hv,
+                            ids_equal(b->samples[x_], ids, n) &&
+                              labels_equal(b->samples[x_], labels, n_labels),
+                            &pos);
   if (e != SIZE_MAX) {
     for (size_t k = 0; k < b->n_values; k++)
       b->samples[e]->value[k] = tool_add(b->samples[e]->value[k], sign < 0 ? tool_neg(values[k]) : values[k]);
@@ -287,8 +350,9 @@ void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values
   sample_t *s = malloc(sizeof *s);
   uint64_t *copy = malloc((n ? n : 1) * sizeof *copy);
   int64_t *v = malloc((b->n_values ? b->n_values : 1) * sizeof *v);
-  if (s == NULL || copy == NULL || v == NULL) {
-    free(s), free(copy), free(v);
+  label_t **lp = n_labels ? labels_copy(labels, n_labels) : NULL;
+  if (s == NULL || copy == NULL || v == NULL || (n_labels && lp == NULL)) {
+    free(s), free(copy), free(v), free(lp);
     b->failed = true;
     return;
   }
@@ -299,8 +363,27 @@ void pb_sample(pbuild_t *b, const uint64_t *ids, size_t n, const int64_t *values
   s->n_location_id = n;
   s->value = v;
   s->n_value = b->n_values;
+  s->label = lp;
+  s->n_label = n_labels;
   b->samples[b->n_samples] = s;
   htab_put(&b->sample_ix, pos, hv, b->n_samples++);
+}
+
+void pb_sample_from(pbuild_t *b, const profile_t *p, const sample_t *smp, const uint64_t *ids, size_t n,
+                    int sign)
+{
+  pb_label_t few[8], *labels = few;
+  if (smp->n_label > sizeof few / sizeof few[0] && (labels = malloc(smp->n_label * sizeof *labels)) == NULL) {
+    b->failed = true;
+    return;
+  }
+  for (size_t i = 0; i < smp->n_label; i++) {
+    const label_t *l = smp->label[i];
+    labels[i] = (pb_label_t){pb_string(b, pstr(p, l->key)), l->str ? pb_string(b, pstr(p, l->str)) : 0,
+                             l->num, l->num_unit ? pb_string(b, pstr(p, l->num_unit)) : 0};
+  }
+  pb_sample_labels(b, ids, n, labels, smp->n_label, smp->value, sign);
+  if (labels != few) free(labels);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -334,6 +417,26 @@ static void pb_comment_string(pbuild_t *b, int64_t string)
   b->p.comment[b->p.n_comment++] = string;
 }
 
+/* A copy of the library's timeline (the Timeline and its three arrays in one block), or NULL. */
+static timeline_t *timeline_copy(pbuild_t *b, const timeline_t *t)
+{
+  size_t n[3] = {t->n_offset_nanos, t->n_inuse_bytes, t->n_alloc_bytes};
+  timeline_t *c = malloc(sizeof *c + (n[0] + n[1] + n[2]) * sizeof(int64_t));
+  if (c == NULL) return b->failed = true, NULL;
+  perftools__profiles__timeline__init(c);
+  c->start_nanos = t->start_nanos;
+  c->offset_nanos = (int64_t *)(c + 1);
+  c->inuse_bytes = c->offset_nanos + n[0];
+  c->alloc_bytes = c->inuse_bytes + n[1];
+  c->n_offset_nanos = n[0];
+  c->n_inuse_bytes = n[1];
+  c->n_alloc_bytes = n[2];
+  if (n[0] != 0) memcpy(c->offset_nanos, t->offset_nanos, n[0] * sizeof(int64_t));
+  if (n[1] != 0) memcpy(c->inuse_bytes, t->inuse_bytes, n[1] * sizeof(int64_t));
+  if (n[2] != 0) memcpy(c->alloc_bytes, t->alloc_bytes, n[2] * sizeof(int64_t));
+  return c;
+}
+
 pbuild_t *pbuild_new(const profile_t *h)
 {
   pbuild_t *b = calloc(1, sizeof *b);
@@ -360,15 +463,24 @@ pbuild_t *pbuild_new(const profile_t *h)
     pb_comment_string(b, copied[k] - 1);
   }
   free(copied);
+  if (h->mimalloc_prof_timeline != NULL)
+    b->p.mimalloc_prof_timeline = timeline_copy(b, h->mimalloc_prof_timeline);
   return b;
 }
 
 pbuild_t *pbuild_new_heap(int64_t period)
 {
-  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space", "space"};
-  static const int64_t types[4][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}};
-  value_type_t vt[4], *vtp[4], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-  for (int i = 0; i < 4; i++) {
+  return pbuild_new_heap_types(period, 4);
+}
+
+pbuild_t *pbuild_new_heap_types(int64_t period, size_t n_types)
+{
+  char *strings[] = {"", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space",
+                     "space", "peak_objects", "peak_space", "freed_objects", "freed_space"};
+  static const int64_t types[8][2] = {{1, 2}, {3, 4}, {5, 2}, {6, 4}, {8, 2}, {9, 4}, {10, 2}, {11, 4}};
+  value_type_t vt[8], *vtp[8], period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+  if (n_types > 8) n_types = 8;
+  for (size_t i = 0; i < n_types; i++) {
     perftools__profiles__value_type__init(&vt[i]);
     vt[i].type = types[i][0];
     vt[i].unit = types[i][1];
@@ -380,7 +492,7 @@ pbuild_t *pbuild_new_heap(int64_t period)
   h.string_table = strings;
   h.n_string_table = sizeof strings / sizeof strings[0];
   h.sample_type = vtp;
-  h.n_sample_type = 4;
+  h.n_sample_type = n_types;
   h.period_type = &period_type;
   h.period = period;
   h.default_sample_type = 6;
@@ -488,7 +600,7 @@ bool pb_add_profile(pbuild_t *b, const profile_t *p, int sign)
       size_t pos = pindex_location_pos(&ix, smp->location_id[k]);
       if (pos != SIZE_MAX) ids[n++] = loc_new[pos];
     }
-    pb_sample(b, ids, n, smp->value, sign);
+    pb_sample_from(b, p, smp, ids, n, sign);
   }
   free(ids);
   free(lines);
@@ -507,11 +619,7 @@ const profile_t *pbuild_profile(pbuild_t *b)
     bool zero = true;
     for (size_t k = 0; k < b->n_values; k++) zero &= b->samples[i]->value[k] == 0;
     if (!zero) b->samples[kept++] = b->samples[i];
-    else {
-      free(b->samples[i]->location_id);
-      free(b->samples[i]->value);
-      free(b->samples[i]);
-    }
+    else sample_free(b->samples[i]);
   }
   b->n_samples = kept;
   b->p.sample = b->samples;
@@ -539,15 +647,12 @@ void pbuild_free(pbuild_t *b)
     free(b->locations[i]->line);
     free(b->locations[i]);
   }
-  for (size_t i = 0; i < b->n_samples; i++) {
-    free(b->samples[i]->location_id);
-    free(b->samples[i]->value);
-    free(b->samples[i]);
-  }
+  for (size_t i = 0; i < b->n_samples; i++) sample_free(b->samples[i]);
   for (size_t i = 0; i < b->p.n_sample_type; i++) free(b->p.sample_type[i]);
   free(b->p.sample_type);
   free(b->p.period_type);
   free(b->p.comment);
+  free(b->p.mimalloc_prof_timeline);
   free(b->strings);
   free(b->functions);
   free(b->mappings);

@@ -10,8 +10,9 @@
  * into a private directory beside the output (mkdtemp: 0700, an unpredictable name; same file system, so
  * the final rename cannot fail for that reason), removed afterwards with whatever else was dumped there.
  * The final profile is then symbolized (--no-symbolize skips that), through the same output rules as
- * -o (outfile.c).  A set-user-ID program runs in secure mode, where the library reads no MIMALLOC_PROF_*
- * variable: no profile comes, and the command says why.
+ * -o (outfile.c), and a summary of it printed (peak.c): the peak and how long after the program's start
+ * it came, in use at exit, allocated, the sites at the peak.  A set-user-ID program runs in secure mode,
+ * where the library reads no MIMALLOC_PROF_* variable: no profile comes, and the command says why.
  */
 #include "tool.h"
 
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -41,14 +43,16 @@ static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
 
 static const char usage[] =
   "usage: mimalloc-prof run [-o FILE|DIR | -p PREFIX] [-r RATE] [--interval BYTES] [--signal SIG]\n"
-  "                         [--leak] [--no-symbolize] [--debug-dir DIR] [--] PROGRAM [ARGS...]\n"
+  "                         [--leak] [--lifetimes] [--no-symbolize] [--debug-dir DIR]\n"
+  "                         [--] PROGRAM [ARGS...]\n"
   "Run PROGRAM with heap profiling and write its heap profile when it exits (also on SIGINT, SIGTERM\n"
-  "and SIGHUP).\n"
+  "and SIGHUP); then print a summary: the peak, in use at exit, allocated, the sites at the peak.\n"
   "  -o FILE|DIR        the profile's file (in DIR: PROGRAM.pb.gz); default ./mimalloc-prof.PID.SEQ.f.pb.gz\n"
   "  -p PREFIX          keep every profile as PREFIX.PID.SEQ.KIND.pb.gz (child processes' too)\n"
   "  -r RATE            sample one allocation per RATE bytes on average (default 524288; k, m, g suffixes)\n"
   "  --interval BYTES   also dump every BYTES allocated;  --signal SIG  also dump on signal SIG\n"
   "  --leak             print the top in-use sites at exit\n"
+  "  --lifetimes        record how long sampled blocks live, for top --temporary (MIMALLOC_PROF_LIFETIMES)\n"
   "  --no-symbolize     leave the profile with addresses (it is symbolized by default)\n"
   "  --debug-dir DIR    also look for debug files in DIR (build-id and debuglink layout)\n"
   "Exit status: PROGRAM's (128+N if signal N ended it, 127 if it could not start); 2 for a usage error.\n"
@@ -56,7 +60,7 @@ static const char usage[] =
 
 typedef struct run_opts_s {
   const char *out, *prefix, *rate, *interval, *signal;
-  bool        leak, symbolize;
+  bool        leak, lifetimes, symbolize;
   const char *debug_dirs[16];
   size_t      n_debug_dirs;
 } run_opts_t;
@@ -94,7 +98,8 @@ static int check_environment(const run_opts_t *o)
     bool skip = (o->rate && strcmp(name, "MIMALLOC_PROF_SAMPLE_RATE") == 0) ||
                 (o->interval && strcmp(name, "MIMALLOC_PROF_INTERVAL") == 0) ||
                 (o->signal && strcmp(name, "MIMALLOC_PROF_SIGNAL") == 0) ||
-                (o->leak && strcmp(name, "MIMALLOC_PROF_LEAK") == 0);
+                (o->leak && strcmp(name, "MIMALLOC_PROF_LEAK") == 0) ||
+                (o->lifetimes && strcmp(name, "MIMALLOC_PROF_LIFETIMES") == 0);
     for (size_t i = 0; i < sizeof replaced / sizeof replaced[0]; i++) skip |= strcmp(name, replaced[i]) == 0;
     int rc = skip ? 0 : check_value(name, eq + 1, "in the environment");
     if (rc != 0) return rc;
@@ -271,12 +276,13 @@ static void set_env(const char *name, const char *value)
 
 static int parse_args(run_opts_t *o, int argc, char **argv)
 {
-  enum { OPT_INTERVAL = 0x200, OPT_SIGNAL, OPT_LEAK, OPT_NOSYM, OPT_DEBUGDIR };
+  enum { OPT_INTERVAL = 0x200, OPT_SIGNAL, OPT_LEAK, OPT_NOSYM, OPT_DEBUGDIR, OPT_LIFETIMES };
   static const struct option opts[] = {
     {"output", required_argument, NULL, 'o'}, {"prefix", required_argument, NULL, 'p'},
     {"rate", required_argument, NULL, 'r'}, {"interval", required_argument, NULL, OPT_INTERVAL},
     {"signal", required_argument, NULL, OPT_SIGNAL}, {"leak", no_argument, NULL, OPT_LEAK},
     {"no-symbolize", no_argument, NULL, OPT_NOSYM}, {"debug-dir", required_argument, NULL, OPT_DEBUGDIR},
+    {"lifetimes", no_argument, NULL, OPT_LIFETIMES},
     {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int c;
   optind = 1;
@@ -288,6 +294,7 @@ static int parse_args(run_opts_t *o, int argc, char **argv)
     case OPT_INTERVAL: o->interval = optarg; break;
     case OPT_SIGNAL: o->signal = optarg; break;
     case OPT_LEAK: o->leak = true; break;
+    case OPT_LIFETIMES: o->lifetimes = true; break;
     case OPT_NOSYM: o->symbolize = false; break;
     case OPT_DEBUGDIR:
       if (o->n_debug_dirs == sizeof o->debug_dirs / sizeof o->debug_dirs[0])
@@ -389,10 +396,13 @@ int cmd_run(int argc, char **argv)
   set_env("MIMALLOC_PROF_INTERVAL", o.interval);
   set_env("MIMALLOC_PROF_SIGNAL", o.signal);
   if (o.leak) set_env("MIMALLOC_PROF_LEAK", "1");
+  if (o.lifetimes) set_env("MIMALLOC_PROF_LIFETIMES", "1");
   setenv("MIMALLOC_PROF_FINAL_SIGNALS", FINAL_SIGNALS_DEFAULT, 0);
 
   int status = 0;
   pid_t pid = 0;
+  struct timespec start;                    /* the summary says when the peak was, from here */
+  clock_gettime(CLOCK_REALTIME, &start);
   if ((rc = run_program(program, &pid, &status)) != 0) {
     if (tmpdir[0] != '\0') remove_private_dir(tmpdir);
     return rc;
@@ -424,6 +434,8 @@ int cmd_run(int argc, char **argv)
     if (symbolize_file(found, NULL, &so) != 0) tool_note("the profile keeps its raw addresses");
   }
   tool_note("heap profile written to %s", found);
-  tool_note("view it with: mimalloc-prof top %s   (or tree, flame, folded; see mimalloc-prof(1))", found);
+  heap_summary(stderr, found, (int64_t)start.tv_sec * 1000000000 + start.tv_nsec);
+  tool_note("view it with: mimalloc-prof top %s   (or timeline, tree, flame, folded; see mimalloc-prof(1))",
+            found);
   return code;
 }

@@ -169,7 +169,7 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
       size_t pos = pindex_location_pos(&ix, smp->location_id[k]);
       if (pos != SIZE_MAX) ids[n++] = loc_new[pos];
     }
-    if (smp->n_value == p->n_sample_type) pb_sample(b, ids, n, smp->value, 1);
+    if (smp->n_value == p->n_sample_type) pb_sample_from(b, p, smp, ids, n, 1);
   }
   free(ids);
   free(map_new);

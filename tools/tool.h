@@ -26,6 +26,8 @@
 typedef Perftools__Profiles__Profile   profile_t;
 typedef Perftools__Profiles__ValueType value_type_t;
 typedef Perftools__Profiles__Sample    sample_t;
+typedef Perftools__Profiles__Label     label_t;
+typedef Perftools__Profiles__Timeline  timeline_t;
 typedef Perftools__Profiles__Mapping   mapping_t;
 typedef Perftools__Profiles__Location  location_t;
 typedef Perftools__Profiles__Line      line_t;
@@ -170,12 +172,15 @@ typedef struct pb_line_s {
   int64_t  line;
 } pb_line_t;
 
-/* A builder whose header (sample types, period, times, comments, drop/keep frames) is copied from
- * `header`; NULL on no memory. */
+/* A builder whose header (sample types, period, times, comments, drop/keep frames, the library's
+ * timeline) is copied from `header`; NULL on no memory. */
 pbuild_t *pbuild_new(const profile_t *header);
 /* A heap profile as the library writes it: alloc_objects/count, alloc_space/bytes, inuse_objects/count,
  * inuse_space/bytes (the default), period `period` space/bytes; NULL when out of memory. */
 pbuild_t *pbuild_new_heap(int64_t period);
+/* The same with the first n_types (4, 6 or 8) of the library's sample types: then peak_objects/count,
+ * peak_space/bytes, freed_objects/count, freed_space/bytes. */
+pbuild_t *pbuild_new_heap_types(int64_t period, size_t n_types);
 void      pbuild_free(pbuild_t *b);
 bool      pbuild_failed(const pbuild_t *b);   /* an allocation failed somewhere */
 
@@ -191,8 +196,20 @@ uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const p
  * function of p, zeroed) remembers each copy, so a function named by many lines costs one lookup of its
  * strings (a hostile profile names one long-named function a million times). */
 uint64_t pb_copy_function(pbuild_t *b, const profile_t *p, const pindex_t *ix, uint64_t id, uint64_t *copied);
-/* Adds `sign` x values to the sample with these locations (a new one when there is none). */
+/* Adds `sign` x values to the sample with these locations and no labels (a new one when there is none). */
 void     pb_sample(pbuild_t *b, const uint64_t *location_ids, size_t n, const int64_t *values, int sign);
+/* A label of a sample being built: key, str and num_unit are the builder's string ids (pb_string; 0:
+ * none). */
+typedef struct pb_label_s {
+  int64_t key, str, num, num_unit;
+} pb_label_t;
+/* The same, to the sample with these locations and these labels (sorted in place into their canonical
+ * order, so that equal sets match whatever order they come in). */
+void     pb_sample_labels(pbuild_t *b, const uint64_t *location_ids, size_t n, pb_label_t *labels,
+                          size_t n_labels, const int64_t *values, int sign);
+/* pb_sample_labels with the values and the labels of `smp`, a sample of `p`. */
+void     pb_sample_from(pbuild_t *b, const profile_t *p, const sample_t *smp, const uint64_t *location_ids,
+                        size_t n, int sign);
 /* Copies the whole of `p` in (locations and functions as they are): merging profiles is calling this
  * for each. */
 bool     pb_add_profile(pbuild_t *b, const profile_t *p, int sign);
@@ -210,6 +227,15 @@ bool profile_compatible(const profile_t *a, const profile_t *b, char *why, size_
    "view.c": a profile as stacks of frame names with one value each, for the reports
 --------------------------------------------------------------------------------------------------- */
 
+/* A --tag filter (labels.c). */
+typedef struct view_tag_s {
+  char   *key;                  /* the label key ("size" given: "bytes") */
+  char   *str;                  /* the value as given: what a string label must equal */
+  bool    numeric;              /* str reads as a number or range: what a numeric label must lie in */
+  int64_t lo, hi;               /* that range, both ends included */
+  int     group;                /* the index of the key's first tag: tags of a key are alternatives */
+} view_tag_t;
+
 typedef struct view_opts_s {
   const char *sample_index;     /* NULL: inuse_space, else the profile's default */
   regex_t     focus, ignore, fold;
@@ -219,6 +245,8 @@ typedef struct view_opts_s {
   long        rows;             /* -n: rows or stacks to show */
   bool        sort_cum;         /* --sort=cum */
   double      min_share;        /* tree: hide nodes below this fraction of the total */
+  view_tag_t *tags;             /* --tag: only samples whose labels match */
+  size_t      n_tags;
 } view_opts_t;
 
 /* Long options every report takes; `view_option` handles them (and -n, -s). */
@@ -228,8 +256,10 @@ typedef struct view_opts_s {
 #define VIEW_OPT_LINES   0x104
 #define VIEW_OPT_SORT    0x105
 #define VIEW_OPT_FOLDSTD 0x106
+#define VIEW_OPT_TAG     0x107
 #define VIEW_LONG_OPTIONS \
   {"sample-index", required_argument, NULL, 's'}, {"focus", required_argument, NULL, VIEW_OPT_FOCUS}, \
+  {"tag", required_argument, NULL, VIEW_OPT_TAG}, \
   {"ignore", required_argument, NULL, VIEW_OPT_IGNORE}, {"fold", required_argument, NULL, VIEW_OPT_FOLD}, \
   {"fold-alloc", no_argument, NULL, VIEW_OPT_FOLDSTD}, {"lines", no_argument, NULL, VIEW_OPT_LINES}, \
   {"help", no_argument, NULL, 'h'}
@@ -244,6 +274,7 @@ typedef struct view_stack_s {
   uint32_t  depth;
   int64_t   value;
   int64_t   objects;             /* the matching count (inuse_objects for inuse_space, ...), or 0 */
+  size_t    sample;              /* its sample: p->sample[sample] */
 } view_stack_t;
 
 typedef struct view_s {
@@ -284,6 +315,101 @@ typedef struct view_site_s {
   int64_t  flat, cum;
 } view_site_t;
 view_site_t *view_sites(const view_t *v, size_t *n);   /* one per name with a nonzero flat or cum */
+
+/* ---------------------------------------------------------------------------------------------------
+   "labels.c": --tag filters, the table of a label's values (top --by), amounts with units
+--------------------------------------------------------------------------------------------------- */
+
+/* Adds a --tag KEY=VALUE; 0, or the exit status of a usage error (already reported). */
+int  view_tag_option(view_opts_t *o, const char *arg);
+void view_tags_free(view_opts_t *o);
+/* Whether sample s of p passes the tags: for each key, one of its tags matches the sample's label. */
+bool view_tags_match(const profile_t *p, const sample_t *s, const view_tag_t *tags, size_t n);
+/* The sample's label `key`, or NULL. */
+const label_t *sample_label(const profile_t *p, const sample_t *s, const char *key);
+
+/* The view's stacks grouped by label `name` (`size`: the `bytes` label in power-of-two classes), the
+ * largest group first for a string label, in the label's order for a numeric one (*numeric); stacks
+ * without the label form a group "(no label)". */
+typedef struct label_group_s {
+  char    *text;                 /* the value for people: "worker", "1.00 KiB - 2.00 KiB", "(no label)" */
+  int64_t  value, objects;       /* of its stacks */
+  uint32_t top_site;             /* the innermost frame with the group's largest value (UINT32_MAX: none) */
+  int64_t  top_value;
+} label_group_t;
+label_group_t *label_groups(const view_t *v, const char *name, size_t *n_groups, bool *numeric);
+void           label_groups_free(label_group_t *g, size_t n);
+
+/* A number with an optional suffix: k, m, g, t (KiB, ... powers of 1024) or ns, us, ms, s (in
+ * nanoseconds); a fraction is allowed (1.5ms).  tool_parse_duration requires a time suffix. */
+bool tool_parse_amount(const char *text, int64_t *out);
+bool tool_parse_duration(const char *text, int64_t *ns);
+/* A duration for people: 850 ns, 12.5 us, 1.50 ms, 3.02 s (three significant digits, as tool_bytes). */
+const char *tool_duration(int64_t ns, char *buf, size_t len);
+
+/* ---------------------------------------------------------------------------------------------------
+   "peak.c": the heap over time (totals, the peak, the timeline in the library's comments)
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct heap_totals_s {
+  bool    has_inuse, has_alloc;  /* the profile has inuse_space, alloc_space */
+  bool    has_peak;              /* a peak comment, or the peak_space sample type */
+  int64_t inuse_bytes;           /* sum of inuse_space: in use when the profile was written */
+  int64_t alloc_bytes;           /* sum of alloc_space */
+  int64_t peak_bytes;            /* the peak comment's bytes, else the sum of peak_space */
+  int64_t peak_ns;               /* when the peak was reached (CLOCK_REALTIME ns); 0 unknown */
+  int64_t start_ns;              /* time_nanos - duration_nanos: when the session started; 0 unknown */
+} heap_totals_t;
+void heap_totals(const profile_t *p, heap_totals_t *t);
+
+typedef struct tl_point_s {
+  int64_t t_ns;                  /* CLOCK_REALTIME ns */
+  int64_t inuse, alloc;          /* estimated bytes in use, allocated */
+} tl_point_t;
+/* The timeline's points in time order (malloc'd; NULL when there are none); *malformed counts the
+ * points left out (beyond the shortest of the three arrays, or at a time that does not fit). */
+tl_point_t *timeline_read(const profile_t *p, size_t *n_points, size_t *malformed);
+
+/* For the header of a profile built from several (merge) or from a difference (diff): p's header in *h
+ * without the peak comment and the timeline, which describe one process's heap (*kept: malloc'd, for
+ * the caller to free once the builder has copied the header). */
+const profile_t *heap_header_alone(const profile_t *p, profile_t *h, int64_t **kept);
+/* The view's sites with a positive flat value, largest first (malloc'd). */
+view_site_t *heap_top_sites(const view_t *v, size_t *n);
+/* Up to `rows` of them, "  VALUE  SHARE%  NAME" after `indent`, and how many more there are. */
+void heap_print_top_sites(FILE *f, const view_t *v, size_t rows, const char *indent);
+/* The summary `run` prints: peak (and when, after start_ns; 0: not said), in use at exit, allocated,
+ * the top three sites at the peak. */
+void heap_summary(FILE *f, const char *path, int64_t start_ns);
+
+/* ---------------------------------------------------------------------------------------------------
+   "timeline.c", "timeline_svg.c": the heap over time as a chart
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct tl_chart_s {
+  const char    *path;
+  profile_t     *p;
+  tl_point_t    *pts;            /* the timeline, the recorded peak added as a point */
+  size_t         n;              /* at least 1 */
+  size_t         n_timeline;     /* of them, from the timeline (the others: the recorded peak) */
+  size_t         peak;           /* the point at the recorded peak's time (else the highest) */
+  int64_t        peak_bytes;     /* the recorded peak's estimate (else that point's in use) */
+  int64_t        top;            /* the most in use at any point */
+  int64_t        t0, span;       /* the first point's time and the time to the last (ns) */
+  heap_totals_t  totals;
+  view_t         peak_view;      /* peak_space, when has_peak_view */
+  bool           has_peak_view;
+  size_t         n_sites;        /* sites at the peak to name */
+} tl_chart_t;
+
+/* Reads the profile at path and its timeline; on error prints a message and returns its exit status. */
+int  tl_chart_load(tl_chart_t *c, const char *path, size_t sites);
+void tl_chart_free(tl_chart_t *c);
+/* The unit to show a span of time in (s, ms, us, ns) and nanoseconds per unit; the same for bytes. */
+void tl_time_unit(int64_t span_ns, const char **unit, double *per);
+void tl_bytes_unit(int64_t max, const char **unit, double *per);
+/* Writes the chart as an SVG picture to out (as tool_out_open); 0, or 1 after a message. */
+int  tl_write_svg(const tl_chart_t *c, const char *out, const char *title);
 
 /* ---------------------------------------------------------------------------------------------------
    "calltree.c": the view's stacks merged into a tree (tree, flame)
@@ -407,6 +533,7 @@ int cmd_diff(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_flame(int argc, char **argv);
 int cmd_folded(int argc, char **argv);
+int cmd_timeline(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

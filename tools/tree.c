@@ -11,12 +11,12 @@
 
 static const char usage[] =
   "usage: mimalloc-prof tree [-n ROOTS] [-s TYPE] [--callees] [--min PERCENT] [--depth N] [--focus RE]\n"
-  "                          [--ignore RE] [--fold RE] [--fold-alloc] [--lines] FILE\n"
+  "                          [--ignore RE] [--fold RE] [--fold-alloc] [--lines] [--tag KEY=VALUE]... FILE\n"
   "Print the heaviest stacks of a heap profile as a tree: each allocation site with its callers\n"
   "(ROOTS sites, default 20), or with --callees from the program's entry down.\n"
   "  --min PERCENT  leave out nodes below PERCENT of the total (default 1)\n"
   "  --depth N      at most N levels (default 64)\n"
-  "  (-s, --focus, --ignore, --fold, --fold-alloc, --lines: as for top)\n"
+  "  (-s, --focus, --ignore, --fold, --fold-alloc, --lines, --tag: as for top)\n"
   "See mimalloc-prof(1).\n";
 
 typedef struct printer_s {

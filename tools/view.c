@@ -7,7 +7,8 @@
  *   --fold RE, --fold-alloc  innermost frames matching are dropped, so what allocator wrappers
  *                            allocate is charged to their callers (one frame is always kept);
  *   --focus RE               only stacks with a frame matching RE;
- *   --ignore RE              no stacks with a frame matching RE.
+ *   --ignore RE              no stacks with a frame matching RE;
+ *   --tag KEY=VALUE          only samples whose labels match (labels.c).
  * Regular expressions are POSIX extended ones, matched anywhere in the frame's name.
  */
 #include "tool.h"
@@ -81,6 +82,7 @@ void view_opts_free(view_opts_t *o)
   if (o->has_focus) regfree(&o->focus);
   if (o->has_ignore) regfree(&o->ignore);
   if (o->has_fold) regfree(&o->fold);
+  view_tags_free(o);
 }
 
 static int compile(regex_t *re, bool *has, const char *opt, const char *text)
@@ -108,6 +110,7 @@ int view_option(view_opts_t *o, int c, const char *arg)
   case VIEW_OPT_IGNORE: return compile(&o->ignore, &o->has_ignore, "--ignore", arg);
   case VIEW_OPT_FOLD: return compile(&o->fold, &o->has_fold, "--fold", arg);
   case VIEW_OPT_FOLDSTD: o->fold_std = true; return 0;
+  case VIEW_OPT_TAG: return view_tag_option(o, arg);
   case VIEW_OPT_LINES: o->lines = true; return 0;
   case VIEW_OPT_SORT:
     if (strcmp(arg, "flat") == 0) o->sort_cum = false;
@@ -452,12 +455,14 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
     }
     if (o->has_focus && !any_matches(v, &o->focus, pv->focus_match, frames, depth)) continue;
     if (o->has_ignore && any_matches(v, &o->ignore, pv->ignore_match, frames, depth)) continue;
+    if (o->n_tags != 0 && !view_tags_match(p, smp, o->tags, o->n_tags)) continue;
     view_stack_t *st = &v->stacks[v->n_stacks++];
     st->frames = malloc((depth ? depth : 1) * sizeof *st->frames);
     if (st->frames == NULL) abort();
     if (depth != 0) memcpy(st->frames, frames, depth * sizeof *frames);
     st->depth = (uint32_t)depth;
     st->value = value;
+    st->sample = s;
     st->objects = oi != SIZE_MAX && oi < smp->n_value ? smp->value[oi] : 0;
     v->total = tool_add(v->total, value);
     if (depth > 0 && v->named[frames[0]]) v->named_leaf = tool_add(v->named_leaf, value);

@@ -19,9 +19,9 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$top/_build/pprof
 if [ $# -ge 1 ] && [ "${1#-}" = "$1" ]; then build=$(cd "$1" && pwd); shift; fi
 case $target in
-  decode | diff | flame | folded | merge | symbolize | top | tree) ;;
+  decode | diff | flame | folded | merge | symbolize | timeline | top | tree) ;;
   *) echo "libfuzzer.sh: unknown target '$target'" \
-          "(decode, diff, flame, folded, merge, symbolize, top, tree)" >&2
+          "(decode, diff, flame, folded, merge, symbolize, timeline, top, tree)" >&2
      exit 2 ;;
 esac
 if [ ! -f "$build/config.h" ] || [ ! -f "$build/proto/profile.pb-c.c" ] ||
@@ -38,8 +38,9 @@ inc="-I$build -I$build/proto -I$build/tools -I$top/tools -I$top/lib -I$top/proto
   $(pkg-config --cflags libprotobuf-c zlib libdw libdebuginfod)"
 objs=
 for src in lib/ctldir.c lib/options.c lib/warn.c tools/calltree.c tools/cli.c tools/client.c tools/diff.c \
-           tools/dwarf.c tools/escape.c tools/flame.c tools/folded.c tools/merge.c tools/outfile.c \
-           tools/pbuild.c tools/profile.c tools/symbolize.c tools/top.c tools/tree.c tools/view.c \
+           tools/dwarf.c tools/escape.c tools/flame.c tools/folded.c tools/labels.c tools/merge.c \
+           tools/outfile.c tools/pbuild.c tools/peak.c tools/profile.c tools/symbolize.c tools/timeline.c \
+           tools/timeline_svg.c tools/top.c tools/tree.c tools/view.c \
            "$build/proto/profile.pb-c.c" tests/fuzz/target.c; do
   case $src in /*) path=$src ;; *) path=$top/$src ;; esac
   obj=$out/libfuzzer-obj-$target/$(basename "$src" .c).o

@@ -16,7 +16,7 @@ for k in typical typical-b repeated-frames deep-stack long-names values ids empt
 done
 "$hostile" small-bomb "$tmp/small-bomb.pb.gz"
 rm -rf corpus
-for t in decode top tree flame folded symbolize; do
+for t in decode top tree flame folded symbolize timeline; do
   mkdir -p "corpus/$t"
   for k in typical repeated-frames deep-stack values ids time-max mangled; do
     cp "$tmp/$k.pb" "corpus/$t/$k.pb"

@@ -1,13 +1,15 @@
 /* target.c - the fuzz targets of the mimalloc-prof command: one per entry point that reads a profile.
  * Compiled once per target, named by MPROF_FUZZ_TARGET:
  *   decode     profile_read (gzip-compressed or not), then every lookup by id the commands make
- *   top        top FILE, and top --lines --fold-alloc --sort cum -s alloc_space --focus . FILE
+ *   top        top FILE, top --lines --fold-alloc --sort cum -s alloc_space --focus . FILE, and the label
+ *              and lifetime views: top --by thread --tag bytes=1-1m FILE, top --temporary FILE
  *   tree       tree FILE, and tree --callees --min 0 --lines FILE
  *   flame      flame -o /dev/null FILE
  *   folded     folded FILE
  *   diff       diff BASE NEW, of the two profiles the input holds (see split())
  *   merge      merge -o /dev/null A B, likewise
  *   symbolize  symbolize -q -o /dev/null FILE, with no debuginfod and files that do not exist
+ *   timeline   timeline FILE, and timeline -o /dev/null FILE (the SVG)
  * The commands run in this process, as main() would run them, on a memfd holding the input
  * (/proc/self/fd/N): the whole command is what is fuzzed, with nothing changed for it.
  *
@@ -23,7 +25,7 @@
 #include <unistd.h>
 
 #ifndef MPROF_FUZZ_TARGET
-#error "MPROF_FUZZ_TARGET names the target (decode, top, tree, flame, folded, diff, merge, symbolize)"
+#error "MPROF_FUZZ_TARGET names the target (decode, top, tree, flame, folded, diff, merge, symbolize, timeline)"
 #endif
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -119,6 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_top, "top", (const char *[]){p, NULL});
     run(cmd_top, "top", (const char *[]){"--lines", "--fold-alloc", "--sort", "cum", "-s", "alloc_space",
                                          "--focus", ".", p, NULL});
+    run(cmd_top, "top", (const char *[]){"--by", "thread", "--tag", "bytes=1-1m", p, NULL});
+    run(cmd_top, "top", (const char *[]){"--temporary", p, NULL});
   } else if (strcmp(target, "tree") == 0) {
     run(cmd_tree, "tree", (const char *[]){p, NULL});
     run(cmd_tree, "tree", (const char *[]){"--callees", "--min", "0", "--lines", p, NULL});
@@ -132,6 +136,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(cmd_merge, "merge", (const char *[]){"-o", "/dev/null", p, q, NULL});
   } else if (strcmp(target, "symbolize") == 0) {
     run(cmd_symbolize, "symbolize", (const char *[]){"-q", "-o", "/dev/null", p, NULL});
+  } else if (strcmp(target, "timeline") == 0) {
+    run(cmd_timeline, "timeline", (const char *[]){p, NULL});
+    run(cmd_timeline, "timeline", (const char *[]){"-o", "/dev/null", p, NULL});
   } else {
     abort();
   }
