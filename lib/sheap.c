@@ -208,22 +208,29 @@ static bool chunk_clean(const schunk_t *c)
  * queued is pinned meanwhile: counted in use, out of its lists, so nobody takes it and its chunk stays;
  * queue_run() makes the calls and then puts the pinned slots back on their lists.  (A fork child whose
  * parent had slots pinned by another thread keeps them pinned: a few slots never reused.) */
-enum { QUEUE_MAX = 32 };
+typedef struct qentry_s {
+  schunk_t *c;
+  uint32_t  i;
+  uint8_t   from, keep;    /* pages [keep, from) of the slot go */
+  bool      back;          /* a free slot, pinned: back to its lists after */
+} qentry_t;
 typedef struct queue_s {
-  size_t n;
-  struct {
-    schunk_t *c;
-    uint32_t  i;
-    uint8_t   from, keep;  /* pages [keep, from) of the slot go */
-    bool      back;        /* a free slot, pinned: back to its lists after */
-  } e[QUEUE_MAX];
+  size_t    n, max;
+  qentry_t *e;
 } queue_t;
+/* A queue on the allocating thread's stack holds a few entries (a sample may run with 1 KiB of stack
+ * left: tests/unwind_probe's tinystack); the purges of mi_prof_stop and of the profiler thread hold more
+ * per round of sheap_lock. */
+#define QUEUE(name, cap) \
+  qentry_t name##_e[cap]; \
+  queue_t name = {.n = 0, .max = cap, .e = name##_e}
+enum { QUEUE_SAMPLE = 8, QUEUE_PURGE = 32 };
 
 /* Slot i of chunk c keeps `keep` of its pages, the others go back to the system: by q when it has room
  * (true), else now (false, nothing done).  `back`: the slot is free and out of its lists. */
 static bool queued(queue_t *q, schunk_t *c, size_t i, size_t keep, bool back)
 {
-  if (q == NULL || q->n == QUEUE_MAX) return false;
+  if (q == NULL || q->n == q->max) return false;
   slot_t *s = &c->slot[i];
   q->e[q->n].c = c;
   q->e[q->n].i = (uint32_t)i;
@@ -348,7 +355,7 @@ static bool purge(uint64_t before, bool all, queue_t *q)
       if (s->used || s->extent == 0) continue;
       if (s->freed > before) {
         if (s->freed < oldest) oldest = s->freed;
-      } else if (q != NULL && q->n == QUEUE_MAX) {
+      } else if (q != NULL && q->n == q->max) {
         return false;
       } else {
         slot_release(c, i, q);
@@ -474,8 +481,7 @@ void *mprof_sheap_alloc(const mprof_req_t *r, mi_prof_drop_reason_t *why)
   *why = MI_PROF_DROP_ARENA_FULL;
   uint8_t cls = class_for(r->size, r->alignment);
   if (cls < CLASSES) {
-    queue_t q;
-    q.n = 0;
+    QUEUE(q, QUEUE_SAMPLE);
     mprof_lock(&sheap_lock);
     char *p = slot_alloc(r, cls, &q);
     mprof_unlock(&sheap_lock);
@@ -515,8 +521,7 @@ void mprof_sheap_free(void *p)
   }
   size_t keep = s->extent > own + TRIM_MIN ? own : s->extent;   /* pages an earlier, larger block left go */
   if (stopped || (idle_pages + keep) * page_bytes > IDLE_MAX) keep = 0;
-  queue_t q;
-  q.n = 0;
+  QUEUE(q, QUEUE_SAMPLE);
   slot_keep(c, i, keep, &q);
   if (keep != 0 && purge_due == 0) {              /* the first slot idle: a purge is due after it */
     __atomic_store_n(&purge_due, s->freed + MPROF_PURGE_NS, __ATOMIC_RELAXED);
@@ -581,7 +586,7 @@ void mprof_sheap_orphan(void *p, size_t size, mi_heap_t *heap)
 void mprof_sheap_purge_all(void)
 {
   if (!mprof_sheap_init_done()) return;
-  queue_t q;
+  QUEUE(q, QUEUE_PURGE);
   bool done;
   do {
     q.n = 0;
@@ -600,7 +605,7 @@ uint64_t mprof_sheap_purge_due(void) { return __atomic_load_n(&purge_due, __ATOM
 
 void mprof_sheap_purge_tick(void)
 {
-  queue_t q;
+  QUEUE(q, QUEUE_PURGE);
   bool done;
   do {
     q.n = 0;
