@@ -537,9 +537,6 @@ START_TEST(mi_api_heap_visit_and_owned)
 }
 END_TEST
 
-/* The estimates through mi_heap_malloc are malloc's: 40000 live blocks of 1000 bytes in a heap at rate
- * 65536 (p = 0.01514): Var = N 1000^2 (1-p)/p, 4 sd = 6.4% of 40 MB; and in-use exactly 0 after the
- * destroy. */
 /* mimalloc's count of the threads it has set up: the "total" column of the "threads" line of
  * mi_stats_print_out (-1 when it cannot be read). */
 static void threads_line(const char *msg, void *arg)
@@ -588,6 +585,9 @@ START_TEST(mi_api_heap_thread_exit_sets_up_once)
 }
 END_TEST
 
+/* The estimates through mi_heap_malloc are malloc's: 40000 live blocks of 1000 bytes in a heap at rate
+ * 65536 (p = 0.01514): Var = N 1000^2 (1-p)/p, 4 sd = 6.4% of 40 MB; and in-use exactly 0 after the
+ * destroy. */
 START_TEST(mi_api_heap_unbiased)
 {
   mi_heap_t *h = mi_heap_new();
