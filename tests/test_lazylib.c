@@ -3,6 +3,7 @@
  * two; where dlopen fails, a dump fails with ELIBACC and says so, and the process goes on sampling. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +64,45 @@ START_TEST(lazylib_no_dlopen_fails_loudly)
 }
 END_TEST
 
+/* Where dlopen fails, the dumps of the profiler thread (MIMALLOC_PROF_INTERVAL at rate 1: an interval
+ * profile is due at the probe's first allocations) and the final one at exit fail as the API's does:
+ * the thread's start, the API's dump and the final dump each find the libraries missing, the line is
+ * said once in all, nothing is written, and the program's exit status is its own. */
+START_TEST(lazylib_no_dlopen_every_dump_path)
+{
+  char preload[8192], path[4096], prefix[4096], env_prefix[4200], pattern[4200];
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s %s", probe_getenv("MPROF_TEST_NODLOPEN_SHIM"),
+           probe_getenv("MPROF_TEST_LIB"));
+  snprintf(prefix, sizeof prefix, "%s/lazylib-paths-%d", probe_getenv("MPROF_TEST_OUTDIR"),
+           (int)getpid());
+  snprintf(path, sizeof path, "%s.api.pb.gz", prefix);
+  snprintf(env_prefix, sizeof env_prefix, "MIMALLOC_PROF_PREFIX=%s", prefix);
+  const char *const env[] = {preload, env_prefix, "MIMALLOC_PROF_UNWIND=fp", "MIMALLOC_PROF=1",
+                             "MIMALLOC_PROF_SAMPLE_RATE=1", "MIMALLOC_PROF_INTERVAL=1",
+                             "MIMALLOC_PROF_FINAL=1", NULL};
+  probe_opts_t opts = {.env = env};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_LAZYLIB_PROBE"), (const char *const[]){path, NULL},
+                              &opts);
+  probe_assert_exit0(&run, NULL);
+  ck_assert_uint_eq(probe_value(&run, "dump"), 0);
+  ck_assert_uint_eq(probe_value(&run, "dump_errno"), ELIBACC);
+  const char *said = strstr(run.err, "cannot load libz.so.1");
+  ck_assert_msg(said != NULL, "stderr: %s", run.err);
+  ck_assert_msg(strstr(said + 1, "cannot load libz.so.1") == NULL, "said twice: %s", run.err);
+  snprintf(pattern, sizeof pattern, "%s*", prefix);
+  glob_t g;
+  ck_assert_int_eq(glob(pattern, 0, NULL, &g), GLOB_NOMATCH);
+  probe_run_free(&run);
+}
+END_TEST
+
 Suite *lazylib_suite(void)
 {
   Suite *s = suite_create("lazylib");
   TCase *tc = tcase_create("lazylib");
   tcase_add_test(tc, lazylib_loaded_when_needed);
   tcase_add_test(tc, lazylib_no_dlopen_fails_loudly);
+  tcase_add_test(tc, lazylib_no_dlopen_every_dump_path);
   suite_add_tcase(s, tc);
   return s;
 }
