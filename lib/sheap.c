@@ -459,9 +459,12 @@ static char *slot_alloc(const mprof_req_t *r, uint8_t cls, queue_t *q)
   return p;
 }
 
+/* A block of mimalloc's (above two slices: it starts a slice).  An aligned request goes through
+ * mimalloc's aligned entry point whatever its alignment, so that it fails where mimalloc's would (size +
+ * alignment - 1 above PTRDIFF_MAX: 2 GiB on 32-bit platforms). */
 static void *heap_alloc(mi_heap_t *heap, size_t size, size_t alignment, bool zero)
 {
-  if (alignment > MPROF_SLICE)
+  if (alignment != 0)
     return zero ? mprof_mi.mi_heap_zalloc_aligned_at(heap, size, alignment, 0)
                 : mprof_mi.mi_heap_malloc_aligned_at(heap, size, alignment, 0);
   return zero ? mprof_mi.mi_heap_zalloc(heap, size) : mprof_mi.mi_heap_malloc(heap, size);

@@ -271,10 +271,10 @@ START_TEST(mi_api_realloc_charged_once)
     for (unsigned k = 0; k < CHARGE_N; k++) small[k] = mi_malloc(8);
     start_seeded(4096, SEED + f);
     unsigned before = seen_n;
-    for (unsigned k = 0; k < CHARGE_N; k++) small[k] = fn[f](small[k]);
+    /* Each freed at once: a 32-bit platform's window holds about 3,500 small sampled blocks. */
+    for (unsigned k = 0; k < CHARGE_N; k++) mi_free(fn[f](small[k]));
     samples[f] = seen_n - before;
     mi_prof_stop();
-    for (unsigned k = 0; k < CHARGE_N; k++) mi_free(small[k]);
   }
   unobserve();
   double p = prob_of(1024, 4096);
@@ -354,7 +354,9 @@ START_TEST(mi_api_offset_off_slice_dropped)
 END_TEST
 
 /* An alignment up to a pointer's size asks for nothing in mimalloc's reallocs: a sampled block is
- * reallocated with alignments 3, 5, 6 and 7 as an ordinary one is (rate 1: every block sampled). */
+ * reallocated with alignments 3, 5, 6 and 7 as an ordinary one is (rate 1: every block sampled).  Above
+ * a pointer's size (5, 6, 7 on 32-bit platforms) an alignment that is not a power of two fails in
+ * mimalloc: NULL for both kinds of block. */
 START_TEST(mi_api_realloc_small_alignment)
 {
   static const size_t align[] = {3, 5, 6, 7};
@@ -369,6 +371,10 @@ START_TEST(mi_api_realloc_small_alignment)
   }
   mi_prof_stop();
   for (size_t i = 0; i < 4; i++) {
+    if (align[i] > sizeof(uintptr_t)) {
+      for (size_t k = 0; k < 3; k++) ck_assert_msg(q[i][k] == NULL, "alignment %zu, case %zu", align[i], k);
+      continue;
+    }
     for (size_t k = 0; k < 3; k++) ck_assert_msg(q[i][k] != NULL, "alignment %zu, case %zu", align[i], k);
     for (size_t b = 0; b < 100; b++) ck_assert_uint_eq(((unsigned char *)q[i][0])[b], 7);
     for (size_t b = 0; b < 300; b++) ck_assert_uint_eq(((unsigned char *)q[i][1])[b], 0);
