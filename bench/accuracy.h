@@ -55,7 +55,10 @@ extern "C" {
   X(round_1) X(round_2) X(round_3) X(round_5)                                                         \
   X(fork_worker)                                                                                      \
   X(peak_build) X(peak_keep)                                                                          \
-  X(life_short) X(life_long) X(life_kept)
+  X(life_short) X(life_long) X(life_kept)                                                             \
+  X(budget)                                                                                           \
+  X(fork_parent) X(fork_child)                                                                        \
+  X(zero_malloc) X(zero_calloc) X(zero_aligned) X(zero_base) X(zero_realloc) X(zero_mix)
 
 enum {
 #define X(name) ACC_##name,
@@ -69,8 +72,12 @@ extern uint64_t acc_rate;   /* the sample rate of the session whose allocations 
 void acc_start(uint64_t rate, uint64_t seed);   /* mi_prof_start_seeded; sets acc_rate */
 void acc_use(int site);                  /* the run reports this site (its truth may be all 0) */
 void acc_no_truth(int site);             /* ... but its estimate has no known expectation */
+void acc_spills(int site);               /* ... its truth is known, but some of its samples go to the
+                                          * "[dropped (REASON)]" rows: only [total] is gated */
 void acc_alloc(int site, size_t size);   /* one allocation of `size` bytes at `site`, counted */
 void acc_keep(void *p, size_t size, int site);   /* a counted block that stays live until the dump */
+void acc_live(int site, size_t size);    /* a counted block live at its process's estimate, elsewhere (a
+                                          * fork child's: fork_children) */
 void acc_flush(void);                    /* adds this thread's counts to the program's */
 void acc_peak_live(int site, size_t size, int sign);   /* a block enters (+1) or leaves (-1) the live set */
 /* The lifetime under which a freed block counts as temporary: 2^20 ns, a power of two, so that the
@@ -87,6 +94,10 @@ void acc_w_xthread(uint64_t rate, uint64_t seed, size_t div);
 void acc_w_restart(uint64_t rate, uint64_t seed, size_t div);
 void acc_w_fork(uint64_t rate, uint64_t seed, size_t div);
 void acc_w_cxx(uint64_t rate, uint64_t seed, size_t div);
+/* accuracy_edges.c: a full budget, fork children (arg: NULL or "entropy"), 0-byte requests. */
+void acc_w_budget(uint64_t rate, uint64_t seed, size_t div);
+void acc_w_fork_children(uint64_t rate, uint64_t seed, size_t div, const char *arg);
+void acc_w_zero(uint64_t rate, uint64_t seed, size_t div);
 size_t acc_scaled(size_t n, size_t div, size_t min);   /* max(n / div, min) */
 
 #ifdef __cplusplus

@@ -114,17 +114,20 @@ typedef struct row_s {
   char       name[64];
   row_kind_t kind;
   bool       truth_known;         /* sites without "notruth"; groups and total of such sites */
+  bool       spills;              /* a "spills" site: truth known, some samples under [dropped]: not gated */
   char       member[MAX_MEMBERS][64];   /* group: the sites summed; share: [0] / the sum of all */
   int        n_members;
   bool       truth_of[PAIRS];     /* which pairs of types have a truth */
   obs_t     *obs;                 /* one per seed */
 } row_t;
 
-typedef struct check_s {          /* "accept LABEL ROW TYPE rel|abs TOL" */
-  char   label[64], row[64];
-  int    type;
-  bool   relative;
-  double tol;
+typedef enum { CHECK_REL, CHECK_ABS, CHECK_SD, CHECK_INFO_MIN } check_mode_t;
+
+typedef struct check_s {          /* "accept LABEL ROW TYPE rel|abs|sd TOL", "require LABEL KEY MIN" */
+  char         label[64], row[64];   /* row: the info KEY of a "require" */
+  int          type;
+  check_mode_t mode;
+  double       tol;                  /* require: MIN */
 } check_t;
 
 typedef struct config_s {
@@ -136,6 +139,7 @@ typedef struct config_s {
   int     n_checks;
   char    info_key[MAX_INFOS][64];
   double  info_sum[MAX_INFOS];
+  double  info_min[MAX_INFOS];    /* over the runs that printed it */
   int     n_infos;
   double  samples_sum, dropped_sum;   /* from the profiles' comments, when they say */
   size_t  comment_runs;
@@ -186,6 +190,15 @@ static void read_members(row_t *r, char *rest, const char *path)
   }
 }
 
+/* An "estimate" line's alloc_* and inuse_* into a row of run `seed`, and freed_* = their difference. */
+static void add_estimate(row_t *r, size_t seed, const double n[4])
+{
+  double *est = r->obs[seed].est;
+  for (int k = 0; k < 4; k++) est[k] += n[k];
+  est[2 * PAIR_FREED] += n[0] - n[2];
+  est[2 * PAIR_FREED + 1] += n[1] - n[3];
+}
+
 static void read_truth(config_t *c, size_t seed, const char *path)
 {
   FILE *f = fopen(path, "r");
@@ -203,6 +216,7 @@ static void read_truth(config_t *c, size_t seed, const char *path)
       if (got < 14) fail("%s: bad site line: %s", path, line);
       row_t *r = add_row(c, name, ROW_SITE);
       r->truth_known = !(got == 15 && strcmp(extra, "notruth") == 0);
+      r->spills = got == 15 && strcmp(extra, "spills") == 0;
       r->truth_of[PAIR_ALLOC] = r->truth_of[PAIR_INUSE] = true;
       obs_t *o = &r->obs[seed];
       memcpy(o->truth, n, sizeof n), memcpy(o->var, v, sizeof v), memcpy(o->k3, k3, sizeof k3);
@@ -220,24 +234,37 @@ static void read_truth(config_t *c, size_t seed, const char *path)
       row_t *r = add_row(c, name, tag[0] == 'g' ? ROW_GROUP : ROW_SHARE);
       read_members(r, line + used, path);
       if (r->n_members < (r->kind == ROW_SHARE ? 2 : 1)) fail("%s: %s names no members", path, name);
-    } else if (strcmp(tag, "accept") == 0 && seed == 0) {
+    } else if (strcmp(tag, "estimate") == 0) {
+      if (sscanf(line + used, "%lf %lf %lf %lf", &n[0], &n[1], &n[2], &n[3]) != 4)
+        fail("%s: bad estimate line: %s", path, line);
+      add_estimate(add_row(c, name, ROW_SITE), seed, n);
+      add_estimate(add_row(c, "[total]", ROW_TOTAL), seed, n);
+    } else if ((strcmp(tag, "accept") == 0 || strcmp(tag, "require") == 0) && seed == 0) {
       if (c->n_checks == MAX_CHECKS) fail("%s: too many checks", path);
       check_t *k = &c->check[c->n_checks];
       char type[32], mode[8];
       snprintf(k->label, sizeof k->label, "%s", name);
-      if (sscanf(line + used, "%63s %31s %7s %lf", k->row, type, mode, &k->tol) != 4 ||
-          (k->type = type_index(type)) < 0)
-        fail("%s: bad accept line: %s", path, line);
-      k->relative = strcmp(mode, "rel") == 0;
+      if (tag[0] == 'r') {
+        if (sscanf(line + used, "%63s %lf", k->row, &k->tol) != 2) fail("%s: bad require line: %s", path, line);
+        k->mode = CHECK_INFO_MIN;
+      } else {
+        if (sscanf(line + used, "%63s %31s %7s %lf", k->row, type, mode, &k->tol) != 4 ||
+            (k->type = type_index(type)) < 0)
+          fail("%s: bad accept line: %s", path, line);
+        k->mode = strcmp(mode, "rel") == 0 ? CHECK_REL : strcmp(mode, "sd") == 0 ? CHECK_SD : CHECK_ABS;
+      }
       c->n_checks++;
     } else if (strcmp(tag, "info") == 0) {
       int i = 0;
       while (i < c->n_infos && strcmp(c->info_key[i], name) != 0) i++;
+      double v = strtod(line + used, NULL);
       if (i == c->n_infos) {
         if (i == MAX_INFOS) fail("%s: too many info lines", path);
         snprintf(c->info_key[c->n_infos++], sizeof c->info_key[0], "%s", name);
+        c->info_min[i] = v;
       }
-      c->info_sum[i] += strtod(line + used, NULL);
+      c->info_sum[i] += v;
+      if (v < c->info_min[i]) c->info_min[i] = v;
     }
   }
   fclose(f);
@@ -486,7 +513,7 @@ static stat_t row_stat(const config_t *c, const row_t *r, int k)
   st.sd_meas = c->seeds > 1 ? sqrt(ss / (n - 1)) : 0;
   st.sd_theory = sqrt(sum_v / n);
   st.bias = st.truth != 0 ? mean_d / st.truth : NAN;
-  st.gated = r->truth_known && r->truth_of[k / 2] &&
+  st.gated = r->truth_known && !r->spills && r->truth_of[k / 2] &&
              (r->kind == ROW_SITE || r->kind == ROW_GROUP || r->kind == ROW_SHARE || r->kind == ROW_TOTAL);
   if (!st.gated) return st;
   st.t = r->kind == ROW_SHARE;
@@ -551,6 +578,13 @@ static void report_config(const config_t *c, totals_t *tot)
       if (k >= 2 * PAIR_PEAK && !(other ? c->any_truth[k / 2] : r->truth_of[k / 2])) continue;
       stat_t st = row_stat(c, r, k);
       printf("%-24s %-13s", r->name, type_name[k]);
+      if (!st.gated && r->spills && r->truth_of[k / 2]) {
+        print_num(st.truth), print_num(st.mean), print_pct(st.bias, 7);
+        printf(" %7s", "-");
+        print_num(st.sd_meas), print_num(st.sd_theory);
+        printf(" %6s %9.1f %5s  spills: [total] is gated\n", "-", st.expect, "-");
+        continue;
+      }
       if (!st.gated) {
         print_num(NAN), print_num(st.mean);
         printf(" %7s %7s", "-", "-");
@@ -579,32 +613,67 @@ static void report_config(const config_t *c, totals_t *tot)
   }
 }
 
+/* A "require" check: info KEY at least MIN in every run. */
+static bool check_info_min(const config_t *c, const check_t *k)
+{
+  int i = 0;
+  while (i < c->n_infos && strcmp(c->info_key[i], k->row) != 0) i++;
+  bool ok = i < c->n_infos && c->info_min[i] >= k->tol;
+  if (i == c->n_infos) printf("FAIL %-38s %s: no info %s\n", k->label, c->label, k->row);
+  else
+    printf("%s %-38s %s: %s at least %.4g in every run: least %.4g, mean %.4g\n", ok ? "PASS" : "FAIL",
+           k->label, c->label, k->row, k->tol, c->info_min[i], c->info_sum[i] / (double)c->seeds);
+  return ok;
+}
+
+/* An "sd" check: the row's measured sd within the chi^2 range of sd theory (not "sd!"), e.g. of a sum
+ * of estimates that are independent only if the library makes them so. */
+static bool check_sd(const config_t *c, const check_t *k, const row_t *r, const stat_t *st)
+{
+  double n = (double)c->seeds, lo = sqrt(chi2_quantile(n - 1, -3.89) / (n - 1));
+  double hi = sqrt(chi2_quantile(n - 1, 3.89) / (n - 1));
+  bool ok = st->gated && st->sd_theory > 0 && c->seeds > 2 && !st->sd_odd;
+  printf("%s %-38s %s: %s %s: sd meas / sd theory = %.3g / %.3g = %.3f (limits %.2f .. %.2f)\n",
+         ok ? "PASS" : "FAIL", k->label, c->label, r->name, type_name[k->type], st->sd_meas, st->sd_theory,
+         st->sd_theory > 0 ? st->sd_meas / st->sd_theory : NAN, lo, hi);
+  return ok;
+}
+
 static void report_checks(const config_t *c, totals_t *tot)
 {
   for (int i = 0; i < c->n_checks; i++) {
     const check_t *k = &c->check[i];
-    int ri = row_index(c, k->row);
     tot->checks++;
+    if (k->mode == CHECK_INFO_MIN) {
+      if (!check_info_min(c, k)) tot->checks_failed++;
+      continue;
+    }
+    int ri = row_index(c, k->row);
     if (ri < 0) {
-      printf("FAIL %-40s %s: no row %s\n", k->label, c->label, k->row);
+      printf("FAIL %-38s %s: no row %s\n", k->label, c->label, k->row);
       tot->checks_failed++;
       continue;
     }
     const row_t *r = &c->row[ri];
     stat_t st = row_stat(c, r, k->type);
-    double off = k->relative ? st.mean / st.truth - 1 : st.mean - st.truth;
+    if (k->mode == CHECK_SD) {
+      if (!check_sd(c, k, r, &st)) tot->checks_failed++;
+      continue;
+    }
+    bool relative = k->mode == CHECK_REL;
+    double off = relative ? st.mean / st.truth - 1 : st.mean - st.truth;
     bool ok = fabs(off) <= k->tol;
     if (!ok) tot->checks_failed++;
     /* Standard error of the mean, or, for a ratio of means R = mean(est) / mean(truth), the delta
      * method's sd(est_i - R truth_i) / (sqrt(N) mean(truth)) (the truth may vary between runs). */
     double n = (double)c->seeds, ratio = st.mean / st.truth, ss = 0;
     for (size_t s = 0; s < c->seeds; s++) {
-      double e = k->relative ? r->obs[s].est[k->type] - ratio * r->obs[s].truth[k->type]
-                             : r->obs[s].est[k->type] - st.mean;
+      double e = relative ? r->obs[s].est[k->type] - ratio * r->obs[s].truth[k->type]
+                          : r->obs[s].est[k->type] - st.mean;
       ss += e * e;
     }
     double se = sqrt(ss / (n - 1)) / sqrt(n);
-    if (k->relative)
+    if (relative)
       printf("%s %-38s %s: %s %s: mean %.4g / truth %.4g = %.3fx +/- %.3f (limit %.0f%%)\n",
              ok ? "PASS" : "FAIL", k->label, c->label, r->name, type_name[k->type], st.mean, st.truth,
              st.mean / st.truth, se / fabs(st.truth), 100 * k->tol);
@@ -662,7 +731,7 @@ int main(int argc, char **argv)
     load_config(&configs[i - 1], argv[i]);
     report_config(&configs[i - 1], &tot);
   }
-  printf("\n== Acceptance checks (issues 10 and 22)\n");
+  printf("\n== Acceptance checks (issues 10, 22 and 23)\n");
   for (int i = 1; i < argc; i++) report_checks(&configs[i - 1], &tot);
   size_t seeds = configs[0].seeds;
   double pz = erfc(Z_GATE / sqrt(2)), pt = t_tail2(Z_GATE, (double)seeds - 1);

@@ -8,19 +8,24 @@
  *   prints the truth on stdout:
  *
  *     workload NAME / rate R / seed S
- *     site NAME AO AB IO IB V... K... EA EI [notruth]
+ *     site NAME AO AB IO IB V... K... EA EI [notruth|spills]
  *         true alloc_objects, alloc_space, inuse_objects, inuse_space; the theoretical variance (4 V)
  *         and third cumulant (4 K) of the estimate of each (see accuracy.h); expected samples among the
  *         allocations and among the live blocks.  "notruth": the site's estimate has no known
- *         expectation (not gated).
+ *         expectation (neither it nor [total] is gated); "spills": some of its samples are recorded
+ *         under a "[dropped (REASON)]" frame (the site is not gated, [total] is).
+ *     estimate NAME AO AB IO IB   estimates of the site that are not in the profile (fork children's,
+ *         sent to the parent), added to its row and [total]; its freed_* estimate is AO - IO, AB - IB
  *     peak NAME PO PB VO VB KO KB E   the peak workloads: the site's live objects and bytes at the true
  *         peak, the variance and third cumulant of half B's estimate of each there, its expected samples
  *     temp NAME TO TB VO VB KO KB E   the lifetime workload: the site's freed objects and bytes that
  *         lived less than ACC_TEMP_NS, the variance and third cumulant of their estimate, expected samples
  *     group NAME SITE...          a row for the sum of these sites
  *     share NAME NUM SITE...      a row for site NUM's share of NUM + SITE... (each sample type)
- *     accept LABEL ROW TYPE rel|abs TOL   an acceptance check of issue 10 on a row
+ *     accept LABEL ROW TYPE rel|abs|sd TOL   an acceptance check on a row: its mean within TOL of the
+ *         truth (relative or absolute), or (sd) its measured sd within what chi^2 allows of sd theory
  *     info KEY VALUE              a fact about the run (printed as its mean over the seeds)
+ *     require LABEL KEY MIN       an acceptance check: info KEY is at least MIN in every run
  *
  *   SCALE divides the workloads' sizes (bench/accuracy QUICK=1 uses 4).  Exit status 1 with a line on
  *   stderr when something the workload needs fails.
@@ -76,7 +81,7 @@ uint64_t acc_rate;
 static __thread tally_t thread_tally[ACC_NSITES];
 static tally_t tally[ACC_NSITES];
 static pthread_mutex_t tally_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool site_used[ACC_NSITES], site_no_truth[ACC_NSITES];
+static bool site_used[ACC_NSITES], site_no_truth[ACC_NSITES], site_spills[ACC_NSITES];
 
 void acc_use(int site) { site_used[site] = true; }
 
@@ -103,6 +108,8 @@ static void count_at(tally_t *t, int base, size_t size, double rate, int sign)
 static void count(tally_t *t, int base, size_t size) { count_at(t, base, size, (double)acc_rate, 1); }
 
 void acc_alloc(int site, size_t size) { count(&thread_tally[site], AO, size); }
+
+void acc_live(int site, size_t size) { count(&thread_tally[site], IO, size); }
 
 /* The peak workloads' truth: the live blocks per site as half B sees them (rate 2R), and their copy at
  * the highest total; the temporaries of the lifetime workload.  Single-threaded workloads only. */
@@ -196,7 +203,8 @@ static void print_truth(const char *workload, uint64_t rate, uint64_t seed)
            t->n[IB]);
     for (int k = 0; k < 4; k++) printf(" %.17g", t->var[k]);
     for (int k = 0; k < 4; k++) printf(" %.17g", t->k3[k]);
-    printf(" %.17g %.17g%s\n", t->expect[0], t->expect[1], site_no_truth[s] ? " notruth" : "");
+    printf(" %.17g %.17g%s\n", t->expect[0], t->expect[1],
+           site_no_truth[s] ? " notruth" : site_spills[s] ? " spills" : "");
   }
   print_extra("peak", peak_tally, peak_used);
   print_extra("temp", temp_tally, temp_used);
@@ -222,6 +230,8 @@ void acc_start(uint64_t rate, uint64_t seed)
 }
 
 void acc_no_truth(int site) { site_no_truth[site] = true; }
+
+void acc_spills(int site) { site_spills[site] = true; }
 
 void *acc_check(void *p)
 {
@@ -616,7 +626,8 @@ int main(int argc, char **argv)
     {"cxx", acc_w_cxx}, {"xthread", acc_w_xthread}, {"varied", w_varied}, {"restart", acc_w_restart},
     {"realloc_inplace", w_realloc_inplace}, {"realloc_mixed", w_realloc_mixed}, {"bun", w_bun},
     {"rounding", w_rounding}, {"fork", acc_w_fork}, {"peak_transient", w_peak_transient},
-    {"peak_plateau", w_peak_plateau}, {"lifetimes", w_lifetimes},
+    {"peak_plateau", w_peak_plateau}, {"lifetimes", w_lifetimes}, {"budget", acc_w_budget},
+    {"zero", acc_w_zero},
   };
   if (argc < 5) die("usage: accuracy_work WORKLOAD[:ARG] RATE SEED PROFILE [SCALE]");
   const char *name = argv[1];
@@ -626,6 +637,8 @@ int main(int argc, char **argv)
   if (strncmp(name, "tiny:", 5) == 0) {
     size_t size = (size_t)arg_u64(name + 5);
     w_tiny(rate, seed, div, size);
+  } else if (strncmp(name, "fork_children", 13) == 0 && (name[13] == '\0' || name[13] == ':')) {
+    acc_w_fork_children(rate, seed, div, name[13] == ':' ? name + 14 : NULL);
   } else {
     size_t k = 0, n = sizeof workloads / sizeof workloads[0];
     while (k < n && strcmp(workloads[k].name, name) != 0) k++;

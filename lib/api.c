@@ -2,9 +2,11 @@
  *
  * api_lock (rank 1, the outermost lock) serialises start, stop, reset, stats and observer changes.  A
  * session is one start..stop; each start or stop publishes a new session word (sampler.c), which every
- * thread picks up within MI_PROF_RECHECK_BYTES of its own allocation.  Functions that change the
- * session refuse to run inside an observer callback (EDEADLK): the callback runs in the middle of a
- * sample or free on its thread.
+ * thread picks up within MI_PROF_RECHECK_BYTES of its own allocation.  A stop keeps what the session
+ * recorded (its samples, stacks and totals: dumps, visits and stats show them, and frees of its blocks
+ * still count) until the next start, or a reset while stopped, discards it (doc/design.md, Sessions).
+ * Functions that change the session refuse to run inside an observer callback (EDEADLK): the callback
+ * runs in the middle of a sample or free on its thread.
  */
 #include "internal.h"
 
@@ -16,6 +18,7 @@
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t session_id;     /* last session id published (under api_lock) */
 static bool running;            /* under api_lock */
+static bool kept;               /* the tables hold a session's data, running or stopped (under api_lock) */
 static uint64_t running_rate;   /* under api_lock */
 
 static bool fail(int err)
@@ -43,7 +46,7 @@ static void api_leave(size_t countdown)
 
 /* prime: load the unwinder first (the API's callers; the control socket's thread must not allocate, and
  * its unwinder was primed at load). */
-static bool start(size_t sample_rate, uint64_t seed, bool prime)
+static bool start(size_t sample_rate, uint64_t seed, bool prime, mprof_discarded_t *gone)
 {
   if (mprof_frozen) return fail(ENOTRECOVERABLE);   /* a fork child whose tables may be half-done */
   uint64_t rate = sample_rate != 0 ? sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE);
@@ -66,11 +69,12 @@ static bool start(size_t sample_rate, uint64_t seed, bool prime)
   }
   session_id++;
   mprof_sampler_session_begin();
-  mprof_record_begin((session_id << 1) | 1);     /* fresh counters and stacks, this session only */
+  mprof_record_begin((session_id << 1) | 1, gone);   /* what a stopped session kept goes: fresh counters
+                                                      * and stacks, this session only */
   mprof_drops_reset();
   mprof_sampler_reset_calls();
   mprof_dump_session_begin(rate);
-  running = true;
+  running = kept = true;
   running_rate = rate;
   mprof_session_publish(session_id, true, rate, seed);
   api_leave(0);                                  /* countdown 0: the caller samples from its next allocation */
@@ -79,12 +83,14 @@ static bool start(size_t sample_rate, uint64_t seed, bool prime)
 
 bool mi_prof_start(size_t sample_rate)
 {
-  return in_callback() ? fail(EDEADLK) : start(sample_rate, mprof_option(MPROF_OPT_SEED), true);
+  mprof_discarded_t gone;
+  return in_callback() ? fail(EDEADLK) : start(sample_rate, mprof_option(MPROF_OPT_SEED), true, &gone);
 }
 
 bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed)
 {
-  return in_callback() ? fail(EDEADLK) : start(sample_rate, seed, true);
+  mprof_discarded_t gone;
+  return in_callback() ? fail(EDEADLK) : start(sample_rate, seed, true, &gone);
 }
 
 static bool stop(void)
@@ -97,7 +103,8 @@ static bool stop(void)
   session_id++;
   running = false;
   mprof_session_publish(session_id, false, 0, 0);
-  mprof_record_end();                            /* every record becomes a weightless orphan */
+  mprof_record_end();                            /* no sample from now on; what was recorded stays */
+  mprof_dump_session_end();
   mprof_sheap_purge_all();                       /* nothing reuses a free slot until the next start */
   api_leave(countdown);
   return true;
@@ -111,12 +118,26 @@ bool mi_prof_available(void) { return true; }
 
 int mi_prof_version(void) { return MI_PROF_VERSION; }
 
-static bool reset(void)
+/* Running: the allocated totals and the peak start over (*gone: what they were).  Stopped: what the
+ * session kept goes, as a start would discard it (*gone). */
+static bool reset(mprof_discarded_t *gone)
 {
   size_t countdown = api_enter();
-  bool ok = running;
-  if (ok) {
+  bool ok = kept;
+  memset(gone, 0, sizeof *gone);
+  if (running) {
+    mprof_totals_t t;
+    mprof_record_totals(&t);
+    gone->samples = t.samples;
+    gone->alloc_bytes = t.alloc_bytes;
+    gone->peak_bytes = t.peak_bytes;
     mprof_record_reset_alloc();
+  } else if (kept) {
+    mprof_record_discard(gone);
+    mprof_dump_session_discard();
+    kept = false;
+  }
+  if (ok) {
     mprof_drops_reset();
     mprof_sampler_reset_calls();
     mprof_dump_session_reset();
@@ -126,16 +147,23 @@ static bool reset(void)
   return ok ? true : fail(EALREADY);
 }
 
-bool mi_prof_reset(void) { return in_callback() ? fail(EDEADLK) : reset(); }
+bool mi_prof_reset(void)
+{
+  mprof_discarded_t gone;
+  return in_callback() ? fail(EDEADLK) : reset(&gone);
+}
 
 /* The control socket's start, stop and reset (control.c), on the profiler thread.  That thread's guard is
  * always up, yet it is no observer callback; and it must never allocate, so start loads nothing: the
  * unwinder was primed at load when the socket was enabled (profiler.c). */
-bool mprof_api_control_start(size_t sample_rate) { return start(sample_rate, mprof_option(MPROF_OPT_SEED), false); }
+bool mprof_api_control_start(size_t sample_rate, mprof_discarded_t *gone)
+{
+  return start(sample_rate, mprof_option(MPROF_OPT_SEED), false, gone);
+}
 
 bool mprof_api_control_stop(void) { return stop(); }
 
-bool mprof_api_control_reset(void) { return reset(); }
+bool mprof_api_control_reset(mprof_discarded_t *gone) { return reset(gone); }
 
 static uint64_t fx_to_objects(uint64_t fx) { return (fx + MPROF_FX_ONE / 2) / MPROF_FX_ONE; }
 

@@ -271,22 +271,55 @@ static void reply_errno(conn_t *c, int err, const char *what)
    Requests
 --------------------------------------------------------------------------------------------------- */
 
+/* "ok", `first` (a "key value" line or ""), then what a start or reset discarded, one "key value" each. */
+static void reply_discarded(conn_t *c, const char *first, const mprof_discarded_t *g)
+{
+  reply(c, 0, "ok\n%sdiscarded_live_samples %llu\ndiscarded_inuse_bytes %llu\ndiscarded_samples %llu\n"
+        "discarded_alloc_bytes %llu\ndiscarded_peak_bytes %llu\ndiscarded_stacks %llu\n", first,
+        (unsigned long long)g->live, (unsigned long long)g->inuse_bytes, (unsigned long long)g->samples,
+        (unsigned long long)g->alloc_bytes, (unsigned long long)g->peak_bytes, (unsigned long long)g->stacks);
+}
+
 static void serve_start(conn_t *c, const char *arg)
 {
   uint64_t rate = 0;
   char why[96];
+  mprof_discarded_t gone;
   if (arg != NULL && mprof_option_parse("MIMALLOC_PROF_SAMPLE_RATE", arg, &rate, why, sizeof why) != 1) {
     reply(c, 0, "error EINVAL: rate '%s' %s\n", arg, why);
     return;
   }
-  if (!mprof_api_control_start((size_t)rate)) {
+  if (!mprof_api_control_start((size_t)rate, &gone)) {
     int err = errno;
     reply_errno(c, err, err == EALREADY ? "sampling is on already" : "sampling could not start");
     return;
   }
   mi_prof_stats_t st;
   mi_prof_stats(&st, sizeof st);
-  reply(c, 0, "ok\nsample_rate %llu\n", (unsigned long long)st.sample_rate);
+  char line[64];
+  snprintf(line, sizeof line, "sample_rate %llu\n", (unsigned long long)st.sample_rate);
+  reply_discarded(c, line, &gone);
+}
+
+/* The stop keeps what the session recorded: the reply says how much. */
+static void serve_stop(conn_t *c)
+{
+  if (!mprof_api_control_stop()) {
+    reply_errno(c, errno, "sampling is off");
+    return;
+  }
+  mi_prof_stats_t st;
+  mi_prof_stats(&st, sizeof st);
+  reply(c, 0, "ok\nkept_live_samples %llu\nkept_inuse_bytes %llu\nkept_samples %llu\nkept_alloc_bytes %llu\n",
+        (unsigned long long)st.live_samples, (unsigned long long)st.inuse_bytes,
+        (unsigned long long)st.samples, (unsigned long long)st.alloc_bytes);
+}
+
+static void serve_reset(conn_t *c)
+{
+  mprof_discarded_t gone;
+  if (!mprof_api_control_reset(&gone)) reply_errno(c, errno, "sampling is off and nothing is kept");
+  else reply_discarded(c, mi_prof_is_enabled() ? "state sampling\n" : "state stopped\n", &gone);
 }
 
 static void serve_stats(conn_t *c)
@@ -368,11 +401,9 @@ static void serve_request(conn_t *c)
     n_malformed++;
     reply(c, 0, "error EINVAL: '%s' takes no argument\n", text);
   } else if (strcmp(text, "stop") == 0) {
-    if (mprof_api_control_stop()) reply(c, 0, "ok\n");
-    else reply_errno(c, errno, "sampling is off");
+    serve_stop(c);
   } else if (strcmp(text, "reset") == 0) {
-    if (mprof_api_control_reset()) reply(c, 0, "ok\n");
-    else reply_errno(c, errno, "sampling is off");
+    serve_reset(c);
   } else if (strcmp(text, "stats") == 0) {
     serve_stats(c);
   } else if (strcmp(text, "dump") == 0) {

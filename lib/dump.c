@@ -40,6 +40,10 @@ static bool exiting;                        /* exit began: no more i, u, s dumps
 static bool final_done;                     /* the final profile and leak report are written (dump_lock) */
 static uint64_t dump_seq;                   /* files named so far (atomic) */
 static uint64_t session_start_mono;         /* CLOCK_MONOTONIC at the session's start or reset (atomic) */
+static uint64_t session_rate;               /* of the session whose data the tables hold, running or
+                                             * stopped; 0: none (atomic) */
+static uint64_t session_end_mono, session_end_real;   /* when it stopped (CLOCK_MONOTONIC, CLOCK_REALTIME);
+                                                       * 0 while it runs (atomic) */
 static uint64_t periodic_mono;              /* CLOCK_MONOTONIC of the last periodic profile's data (dump_lock) */
 static int write_failure_said, leak_failure_said;
 
@@ -60,8 +64,12 @@ static const char *failure_option(int err)
    Writing a profile
 --------------------------------------------------------------------------------------------------- */
 
-/* Snapshot and write (dump_lock held).  duration_nanos is the time since the session's start or reset; for a
- * periodic profile (kind p), since the previous periodic profile if that came later. */
+/* Whether the tables hold a session's data (it runs, or it stopped and nothing discarded it since). */
+static bool session_kept(void) { return __atomic_load_n(&session_rate, __ATOMIC_RELAXED) != 0; }
+
+/* Snapshot and write (dump_lock held).  duration_nanos is the time since the session's start or reset
+ * (up to its stop when it stopped); for a periodic profile (kind p), since the previous periodic profile
+ * if that came later. */
 static bool write_locked(int fd, const mprof_objects_t *objs, char kind)
 {
   mprof_snapshot_t snap;
@@ -70,14 +78,18 @@ static bool write_locked(int fd, const mprof_objects_t *objs, char kind)
   mi_prof_stats_t st;
   mi_prof_stats(&st, sizeof st);
   uint64_t start = __atomic_load_n(&session_start_mono, __ATOMIC_RELAXED);
+  uint64_t rate = __atomic_load_n(&session_rate, __ATOMIC_RELAXED);
+  uint64_t end = __atomic_load_n(&session_end_mono, __ATOMIC_RELAXED);
   if (kind == 'p') {
     if (periodic_mono > start) start = periodic_mono;
     periodic_mono = mono;
   }
+  if (end == 0) end = mono;
   mprof_pprof_meta_t meta = {
-    .sample_rate = st.sample_rate != 0 ? st.sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE),
+    .sample_rate = rate != 0 ? rate : mprof_option(MPROF_OPT_SAMPLE_RATE),
     .time_ns = now,
-    .duration_ns = st.sample_rate != 0 && mono > start ? mono - start : 0,   /* no session: 0 */
+    .duration_ns = rate != 0 && end > start ? end - start : 0,   /* no session: 0 */
+    .stopped_ns = rate != 0 ? __atomic_load_n(&session_end_real, __ATOMIC_RELAXED) : 0,
     .totals = &snap.totals,
   };
   memcpy(meta.dropped, st.dropped, sizeof meta.dropped);
@@ -370,7 +382,7 @@ bool mprof_dump_leak_write(int fd, const mprof_snapshot_t *snap, const mprof_obj
 /* Once per process (dump_lock held); objs NULL: they could not be copied. */
 static void final_locked(const mprof_objects_t *objs, bool profile, bool leak)
 {
-  if (final_done || !mi_prof_is_enabled()) return;
+  if (final_done || !session_kept()) return;
   final_done = true;
   if (profile) auto_locked('f', objs);
   if (!leak) return;
@@ -389,7 +401,7 @@ void mprof_dump_final(void)
 {
   mprof_objects_t objs;
   mprof_lazy_load(MPROF_LAZY_PPROF);               /* the profile fails without it, the leak report not */
-  bool have = mi_prof_is_enabled() && mprof_objects_take(&objs);
+  bool have = session_kept() && mprof_objects_take(&objs);
   pthread_mutex_lock(&dump_lock);
   final_locked(have ? &objs : NULL, true, mprof_option(MPROF_OPT_LEAK) != 0);
   pthread_mutex_unlock(&dump_lock);
@@ -406,7 +418,7 @@ static void at_exit(void)
   size_t countdown = mprof_guard_enter();         /* nothing done here is sampled */
   mprof_objects_t objs;
   if (profile) mprof_lazy_load(MPROF_LAZY_PPROF);  /* the profile fails without it, the leak report not */
-  bool have = (profile || leak) && mi_prof_is_enabled() && mprof_objects_take(&objs);
+  bool have = (profile || leak) && session_kept() && mprof_objects_take(&objs);
   /* Waits for an automatic dump being written and stops any later one: exit must not cut a file off. */
   pthread_mutex_lock(&dump_lock);
   exiting = true;
@@ -426,7 +438,25 @@ static void at_exit(void)
 void mprof_dump_session_begin(uint64_t rate)
 {
   __atomic_store_n(&session_start_mono, clock_ns(CLOCK_MONOTONIC), __ATOMIC_RELAXED);
+  __atomic_store_n(&session_end_mono, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&session_end_real, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&session_rate, rate, __ATOMIC_RELAXED);
   mprof_profiler_session_begin(rate);
+}
+
+/* mi_prof_stop: profiles still show the session (its rate, its time up to now) and say it stopped. */
+void mprof_dump_session_end(void)
+{
+  __atomic_store_n(&session_end_mono, clock_ns(CLOCK_MONOTONIC), __ATOMIC_RELAXED);
+  __atomic_store_n(&session_end_real, clock_ns(CLOCK_REALTIME), __ATOMIC_RELAXED);
+}
+
+/* mi_prof_reset while stopped: no session's data any more (no final profile either). */
+void mprof_dump_session_discard(void)
+{
+  __atomic_store_n(&session_rate, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&session_end_mono, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&session_end_real, 0, __ATOMIC_RELAXED);
 }
 
 /* mi_prof_reset: the allocated totals start over, and so does the time they cover. */

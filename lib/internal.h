@@ -205,6 +205,11 @@ void  *mprof_pmem_map(size_t bytes);           /* tables; NULL when over budget 
 void   mprof_pmem_unmap(void *p, size_t bytes);
 bool   mprof_pmem_reserve(size_t bytes);       /* keeps bytes free for dumps (a stack added); false: budget */
 void   mprof_pmem_unreserve(size_t bytes);
+/* The same for the stack table, within its share of the budget (half of what the tables may commit). */
+void  *mprof_pmem_map_stacks(size_t bytes);
+void   mprof_pmem_unmap_stacks(void *p, size_t bytes);
+bool   mprof_pmem_reserve_stacks(size_t bytes);
+void   mprof_pmem_unreserve_stacks(size_t bytes);
 void  *mprof_pmem_map_temp(size_t bytes);      /* a dump's or a visit's temporaries */
 void   mprof_pmem_unmap_temp(void *p, size_t bytes);
 size_t mprof_pmem_mapped(void);
@@ -406,8 +411,19 @@ void           mprof_record_lock_all(void);
 void           mprof_record_postfork_reinit(void);
 void           mprof_record_unlock_all(void);
 
-void           mprof_record_begin(uint64_t session_word);
+/* What a start, or a reset while stopped, discarded of an earlier session's data (control.c says it). */
+typedef struct mprof_discarded_s {
+  uint64_t live;             /* live samples, and their estimated bytes in use */
+  uint64_t inuse_bytes;
+  uint64_t samples;          /* samples taken, and their estimated bytes allocated */
+  uint64_t alloc_bytes;
+  uint64_t peak_bytes;       /* the peak's estimate */
+  uint64_t stacks;           /* distinct stack traces */
+} mprof_discarded_t;
+
+void           mprof_record_begin(uint64_t session_word, mprof_discarded_t *gone);
 void           mprof_record_end(void);
+void           mprof_record_discard(mprof_discarded_t *gone);
 mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word);
 bool           mprof_record_remove(uintptr_t addr, mprof_record_t *out);
 bool           mprof_record_count(uint64_t stack_id, uint64_t obj_fx, uint64_t bytes, uint64_t session_word);
@@ -503,6 +519,7 @@ uint64_t       mprof_stack_freed(uint64_t set_id, unsigned b);
 uint64_t       mprof_stack_dropped(mi_prof_drop_reason_t why);   /* the one-frame "dropped (why)" set */
 void           mprof_stacks_begin(uint64_t session_word);
 void           mprof_stacks_end(void);
+void           mprof_stacks_close(void);   /* stop: no new stack, the table stays */
 void           mprof_stacks_reset_alloc(void);
 /* Calls fn for every entry, a stack before its sets and a set before its FREED entries, with the stack
  * it belongs to (NULL for the "dropped" entries, which hold their own frame); every record shard lock
@@ -534,7 +551,7 @@ static inline uint64_t mprof_mono_ns(void)
 void mprof_peak_alloc_only(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes);
 /* Every record shard lock held: */
 void mprof_peak_begin(uint64_t now_ns);            /* a session starts */
-void mprof_peak_end(void);                         /* it stops: nothing in use */
+void mprof_peak_end(void);                         /* its data is discarded: no session */
 void mprof_peak_reset(uint64_t now_ns);            /* mi_prof_reset: a new peak, allocated from 0 */
 void mprof_peak_totals(mprof_totals_t *t);         /* the peak's fields of t */
 void mprof_peak_of(const mprof_stack_t *e, uint64_t *obj_fx, uint64_t *bytes);   /* e's in-use at the peak */
@@ -623,6 +640,7 @@ typedef struct mprof_pprof_meta_s {
   uint64_t              sample_rate;  /* bytes */
   uint64_t              time_ns;      /* collection time (the snapshot), CLOCK_REALTIME */
   uint64_t              duration_ns;  /* CLOCK_MONOTONIC time since the session started or was reset */
+  uint64_t              stopped_ns;   /* when sampling stopped, CLOCK_REALTIME; 0: it runs (or no session) */
   uint64_t              dropped[MI_PROF_DROP_REASONS];
   const mprof_totals_t *totals;
 } mprof_pprof_meta_t;
@@ -636,15 +654,17 @@ bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects
 void mprof_dump_init(void);
 void mprof_dump_session_begin(uint64_t rate);
 void mprof_dump_session_reset(void);
+void mprof_dump_session_end(void);             /* mi_prof_stop: the data stays, sampling stopped now */
+void mprof_dump_session_discard(void);         /* the stopped session's data is gone */
 void mprof_dump_auto(char kind);               /* an automatic dump of kind i, u, s or p (the profiler thread) */
 void mprof_dump_final(void);                   /* the final profile and leak report, once per process */
 bool mprof_dump_leak_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs);
 void mprof_dump_postfork_child(void);
 
 /* "api.c": the control socket's start, stop and reset (the profiler thread: no priming, no callback check) */
-bool mprof_api_control_start(size_t sample_rate);
+bool mprof_api_control_start(size_t sample_rate, mprof_discarded_t *gone);
 bool mprof_api_control_stop(void);
-bool mprof_api_control_reset(void);
+bool mprof_api_control_reset(mprof_discarded_t *gone);
 
 /* The sequence number in the names of automatic profiles (dump.c, retain.c): zero-padded, so that they
  * sort by name in the order written (up to a million per process). */

@@ -118,17 +118,22 @@ void mprof_peak_alloc_only(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes)
    Sessions and readers (every record shard lock held: nothing above runs meanwhile)
 --------------------------------------------------------------------------------------------------- */
 
-static uint64_t realtime_ns(void)
+/* CLOCK_REALTIME less CLOCK_MONOTONIC, read between two readings of the monotonic clock and taken against
+ * their midpoint: its error is at most half the time between them, where a pair of readings is off by all
+ * of it (8 us under qemu-user: a peak dated after what the program read once the peak had passed). */
+static uint64_t realtime_offset(void)
 {
   struct timespec ts;
+  uint64_t before = mprof_mono_ns();
   clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t after = mprof_mono_ns();
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - (before + (after - before) / 2);
 }
 
 void mprof_peak_begin(uint64_t now_ns)
 {
   mprof_peak_state_t *st = &mprof_peak;
-  st->realtime_offset = realtime_ns() - now_ns;
+  st->realtime_offset = realtime_offset();
   st->gen = 1;                               /* fresh entries hold generation 0: older */
   st->inuse_bytes = st->alloc_bytes = st->half_a_bytes = st->best_a = 0;
   st->half_obj_fx = st->half_bytes = st->peak_obj_fx = st->peak_bytes = 0;
@@ -139,7 +144,10 @@ void mprof_peak_begin(uint64_t now_ns)
 void mprof_peak_end(void)
 {
   mprof_peak_state_t *st = &mprof_peak;
-  st->inuse_bytes = st->half_a_bytes = st->half_obj_fx = st->half_bytes = 0;
+  st->inuse_bytes = st->alloc_bytes = st->half_a_bytes = st->best_a = 0;
+  st->half_obj_fx = st->half_bytes = st->peak_obj_fx = st->peak_bytes = 0;
+  st->peak_point = (mprof_point_t){.t_ns = 0};   /* no session: no peak comment, no timeline */
+  st->n_points = 0;
 }
 
 void mprof_peak_configure(uint64_t rate, uint64_t interval, uint64_t floor)

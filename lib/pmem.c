@@ -13,8 +13,15 @@
  * under the budget.  So one dump (or visit) at a time always finds the memory it needs, whatever the
  * tables took; two at once may not (the second fails with ENOMEM).
  *
- * No lock: two atomic counters, each changed with compare-and-swap, so any lock may be held while mapping.
- * `committed` is reserved before `mapped`, and released after it.
+ * The stack table (its entries, frames, index and the dump reserve of its stacks) may commit at most half
+ * of the budget less the fixed part; the other half is the record table's (records may also take what
+ * the stacks leave).  A program with more distinct stacks than the budget holds then still has room to
+ * track its sampled blocks: their samples go to the "[dropped (memory)]" stack, but their in-use weight
+ * is kept and leaves with their free.  With MIMALLOC_PROF_MAX_BYTES=1m and lifetimes on, records keep
+ * 345 KiB: 16 shards of 256 records at most 70% full, about 2,800 live samples.
+ *
+ * No lock: three atomic counters, each changed with compare-and-swap, so any lock may be held while
+ * mapping.  `committed` is reserved before `mapped`, and released after it; `stacks` before both.
  */
 #include "internal.h"
 
@@ -22,6 +29,7 @@
 
 static size_t pmem_mapped;          /* bytes mapped now, tables and temporaries (atomic) */
 static size_t pmem_committed;       /* tables mapped + the dump reserve of the stacks they hold (atomic) */
+static size_t pmem_stacks;          /* of pmem_committed: the stack table's (atomic) */
 static size_t pmem_temp;            /* of pmem_mapped: temporaries (dumps, visits) now (atomic) */
 static size_t pmem_temp_peak;       /* the most pmem_temp has been (atomic; tests check the reserve) */
 static __thread size_t temp_mine __attribute__((tls_model("initial-exec")));   /* this thread's temporaries */
@@ -69,14 +77,47 @@ void mprof_pmem_unmap(void *p, size_t bytes)
   mprof_pmem_unreserve(bytes);
 }
 
-bool mprof_pmem_reserve(size_t bytes)
+/* The budget less what one dump needs whatever the tables hold: what the tables may commit. */
+static size_t tables_limit(void)
 {
   size_t limit = budget(), fixed = MPROF_DUMP_FIXED_BYTES;
   if (mprof_lifetimes) fixed += MPROF_DUMP_LIFETIMES_BYTES;
-  return limit >= fixed && charge(&pmem_committed, bytes, limit - fixed);
+  return limit >= fixed ? limit - fixed : 0;
 }
 
+bool mprof_pmem_reserve(size_t bytes) { return charge(&pmem_committed, bytes, tables_limit()); }
+
 void mprof_pmem_unreserve(size_t bytes) { __atomic_fetch_sub(&pmem_committed, bytes, __ATOMIC_RELAXED); }
+
+bool mprof_pmem_reserve_stacks(size_t bytes)
+{
+  if (!charge(&pmem_stacks, bytes, tables_limit() / 2)) return false;
+  if (mprof_pmem_reserve(bytes)) return true;
+  __atomic_fetch_sub(&pmem_stacks, bytes, __ATOMIC_RELAXED);
+  return false;
+}
+
+void mprof_pmem_unreserve_stacks(size_t bytes)
+{
+  mprof_pmem_unreserve(bytes);
+  __atomic_fetch_sub(&pmem_stacks, bytes, __ATOMIC_RELAXED);
+}
+
+void *mprof_pmem_map_stacks(size_t bytes)
+{
+  bytes = page_round(bytes);
+  if (!charge(&pmem_stacks, bytes, tables_limit() / 2)) return NULL;
+  void *p = mprof_pmem_map(bytes);
+  if (p == NULL) __atomic_fetch_sub(&pmem_stacks, bytes, __ATOMIC_RELAXED);
+  return p;
+}
+
+void mprof_pmem_unmap_stacks(void *p, size_t bytes)
+{
+  if (p == NULL) return;
+  mprof_pmem_unmap(p, bytes);
+  __atomic_fetch_sub(&pmem_stacks, page_round(bytes), __ATOMIC_RELAXED);
+}
 
 void *mprof_pmem_map_temp(size_t bytes)
 {

@@ -31,7 +31,8 @@
  *
  * A sample is a label set of a stack (or a lifetime bucket of one: a freed sample, with values in the
  * freed types only), with the labels thread (a string), bytes (a number in bytes) and lifetime (a number
- * in nanoseconds).  The peak is a comment, "mimalloc-prof peak: BYTES bytes at TIME_NS"; the timeline is
+ * in nanoseconds).  The peak is a comment, "mimalloc-prof peak: BYTES bytes at TIME_NS", and so is a stop
+ * ("mimalloc-prof stopped: sampling stopped at TIME_NS; ...": mi_prof_stop keeps the data); the timeline is
  * a field of our own (proto/profile.proto's Timeline), not comments: pprof prints every comment above
  * its reports, and a thousand points would bury them.
  */
@@ -182,7 +183,7 @@ static int64_t emit_string(writer_t *w, const char *s)
   return w->strings++;
 }
 
-#define MAX_COMMENTS 4
+#define MAX_COMMENTS 5
 
 /* Comments: what a reader needs to trust the numbers (rate, drops, unwinder, options) and the peak.
  * Their indices into ids; how many. */
@@ -209,6 +210,11 @@ static size_t comments(writer_t *w, const mprof_pprof_meta_t *meta, int64_t ids[
            (unsigned long long)mprof_option(MPROF_OPT_BT_MAX), (int)mprof_option(MPROF_OPT_ACCUM),
            (int)mprof_lifetimes);
   ids[k++] = emit_string(w, line);
+  if (meta->stopped_ns != 0) {
+    snprintf(line, sizeof line, "mimalloc-prof stopped: sampling stopped at %llu; in use counts the blocks "
+             "sampled until then that are still live", (unsigned long long)meta->stopped_ns);
+    ids[k++] = emit_string(w, line);
+  }
   if (meta->totals->peak_ns == 0) return k;       /* no session yet */
   snprintf(line, sizeof line, "mimalloc-prof peak: %llu bytes at %llu",
            (unsigned long long)meta->totals->peak_bytes, (unsigned long long)meta->totals->peak_ns);

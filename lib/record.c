@@ -1,20 +1,24 @@
 /* record.c - the live sampled blocks: a table from block address to record, sharded by address.
  *
  * Each shard is an open-addressing hash table (linear probing, backward-shift deletion, no tombstones)
- * in profiler memory (pmem.c), doubled when 70% full and released at stop.  The shard's lock protects
- * its slots, its counters and its session; sampling is rare, so the locks are cold, and sharding only
- * keeps concurrent samples and frees of different blocks from meeting.
+ * in profiler memory (pmem.c), doubled when 70% full and released when a session's data is discarded
+ * and it holds no record.  The shard's lock protects its slots, its counters and its session; sampling
+ * is rare, so the locks are cold, and sharding only keeps concurrent samples and frees of different
+ * blocks from meeting.
  *
  * A shard accepts samples only for the session it was opened for (mprof_record_begin): a thread that
  * drew its interval before a stop or restart cannot leak a sample with the old rate's weight into the new
  * session.
  *
+ * A stopped session's records keep their weights and stacks (mi_prof_stop keeps what was recorded) until
+ * the next start or a reset while stopped discards them.
+ *
  * Orphans.  Every sampled block keeps a record for as long as it lives, so that its
  * free, and mi_heap_destroy() of its heap, always find it.  A block that is no longer a sample (its
- * session stopped; a realloc that was not sampled kept it in place) keeps an orphan record: its heap and
- * size, no weight, no stack, outside every total.  So the table outlives a session while such blocks
- * live.  A record whose address comes back in a new sample is stale (its block was freed behind our back)
- * and is replaced; that counts as an untracked free.
+ * session's data was discarded; a realloc that was not sampled kept it in place) keeps an orphan
+ * record: its heap and size, no weight, no stack, outside every total.  So the table outlives a
+ * session while such blocks live.  A record whose address comes back in a new sample is stale (its block
+ * was freed behind our back) and is replaced; that counts as an untracked free.
  *
  * Each record names its label set (stacktab.c); the set's counters change here, under the record's shard
  * lock, together with the shard's totals, so a snapshot taken with every shard lock held sees per-set
@@ -173,25 +177,22 @@ void mprof_record_unlock_all(void)
   for (size_t i = MPROF_SHARDS; i-- > 0;) mprof_unlock(&shards[i].lock);
 }
 
-/* Start: fresh counters and stacks, accepting only this session (orphans stay). */
-void mprof_record_begin(uint64_t session_word)
+/* Counts the stacks (not their label sets or lifetime buckets) that a discard releases. */
+static void count_stack(mprof_stack_t *e, mprof_stack_t *stack, void *arg)
 {
-  mprof_record_lock_all();
-  for (size_t i = 0; i < MPROF_SHARDS; i++) {
-    if (shards[i].used == 0) shard_release(&shards[i]);
-    memset(&shards[i].totals, 0, sizeof shards[i].totals);
-    shards[i].session = session_word;
-  }
-  mprof_stacks_begin(session_word);
-  mprof_peak_begin(mprof_mono_ns());
-  mprof_record_unlock_all();
+  if (e == stack) (*(uint64_t *)arg)++;
 }
 
-/* Stop: every record loses its weight and stack and becomes an orphan (its block still lives); the stacks
- * go; the in-use sums go with them, the session's cumulative counts stay. */
-void mprof_record_end(void)
+/* What the tables hold goes (every record shard lock held): every record loses its weight and stack and
+ * becomes an orphan (its block still lives), the stacks go, every total and the peak start from 0; what
+ * went is counted in *gone. */
+static void discard_locked(mprof_discarded_t *gone)
 {
-  mprof_record_lock_all();
+  mprof_totals_t t;
+  mprof_record_totals_locked(&t);
+  *gone = (mprof_discarded_t){.live = t.live, .inuse_bytes = t.inuse_bytes, .samples = t.samples,
+                              .alloc_bytes = t.alloc_bytes, .peak_bytes = t.peak_bytes};
+  mprof_stacks_each(count_stack, &gone->stacks);
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     shard_t *s = &shards[i];
     for (size_t k = 0; k < s->capacity; k++) {
@@ -201,12 +202,41 @@ void mprof_record_end(void)
       r->flags = MPROF_RECORD_ORPHAN;
     }
     if (s->used == 0) shard_release(s);
-    s->totals.live = s->totals.live_req_bytes = 0;
-    s->totals.inuse_obj_fx = s->totals.inuse_bytes = 0;
+    memset(&s->totals, 0, sizeof s->totals);
     s->session = 0;
   }
   mprof_stacks_end();
   mprof_peak_end();
+}
+
+/* Start: what an earlier session kept is discarded (*gone), then fresh counters and stacks, accepting
+ * only this session (orphans stay). */
+void mprof_record_begin(uint64_t session_word, mprof_discarded_t *gone)
+{
+  mprof_record_lock_all();
+  discard_locked(gone);
+  for (size_t i = 0; i < MPROF_SHARDS; i++) shards[i].session = session_word;
+  mprof_stacks_begin(session_word);
+  mprof_peak_begin(mprof_mono_ns());
+  mprof_record_unlock_all();
+}
+
+/* Stop: no sample is accepted any more; the records keep their weights and stacks, so that dumps still
+ * show the session, and frees of its blocks still leave its in-use totals, until the next start or a
+ * reset discards them. */
+void mprof_record_end(void)
+{
+  mprof_record_lock_all();
+  for (size_t i = 0; i < MPROF_SHARDS; i++) shards[i].session = 0;
+  mprof_stacks_close();
+  mprof_record_unlock_all();
+}
+
+/* mi_prof_reset while stopped: what the stopped session kept goes (*gone). */
+void mprof_record_discard(mprof_discarded_t *gone)
+{
+  mprof_record_lock_all();
+  discard_locked(gone);
   mprof_record_unlock_all();
 }
 

@@ -7,7 +7,7 @@
  * frames, so a stack and everything under it share a shard and one lock.  A shard has its own lock (rank
  * 4), an open-addressing index of entry numbers, entries in fixed chunks that never move (so an id names
  * the same memory for the whole session), and a bump pool for the frames.  All of it is profiler memory
- * (pmem.c) under the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).  Each entry
+ * (pmem.c) under the stack table's share of the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).  Each entry
  * added also reserves the memory a dump of it needs (mprof_pmem_reserve; internal.h derives the amount),
  * so the table never takes what a dump needs; an entry that cannot is dropped for memory too.
  *
@@ -16,8 +16,9 @@
  *
  * Counters: allocated, in-use and peak, changed by peak.c under peak_lock while record.c holds the
  * record shard lock of the block concerned.  Ids are resolved only there, after record.c checked the
- * session, and the table is released at stop only while every record shard lock is held: a sampler that
- * interned a stack before a stop can never touch freed memory.
+ * session, and the table is released (when a session's data is discarded: a start, or a reset while
+ * stopped) only while every record shard lock is held: a sampler that interned a stack before then can
+ * never touch freed memory.  A stop only closes it to new stacks.
  */
 #include "internal.h"
 
@@ -28,6 +29,8 @@
 #define MAX_ENTRIES    131072u            /* per shard */
 #define MAX_CHUNKS     ((MAX_ENTRIES + CHUNK_ENTRIES - 1) / CHUNK_ENTRIES)
 #define POOL_BYTES     ((size_t)16 << 10) /* frame pool chunk: 2047 frames */
+#define POOL_FIRST     ((size_t)4 << 10)  /* a shard's first one: 511 frames, more than MIMALLOC_PROF_BT_MAX's
+                                           * 256 (a small budget's sixteen shards take a page each) */
 #define INDEX_MIN      1024               /* one page of entry numbers */
 #define CHUNK_BYTES    (CHUNK_ENTRIES * sizeof(mprof_stack_t))
 
@@ -36,7 +39,6 @@ typedef struct pool_s {                   /* header of a frame pool chunk */
   size_t bytes;
 } pool_t;
 
-#define POOL_FRAMES    ((POOL_BYTES - sizeof(pool_t)) / sizeof(uintptr_t))
 
 typedef struct shard_s {
   pthread_mutex_t lock;
@@ -94,16 +96,16 @@ static inline uint64_t id_of(const mprof_stack_t *e) { return (uint64_t)(uintptr
 static void shard_release(shard_t *s)
 {
   for (uint32_t c = 0; c < MAX_CHUNKS && s->chunk[c] != NULL; c++) {
-    mprof_pmem_unmap(s->chunk[c], CHUNK_BYTES);
+    mprof_pmem_unmap_stacks(s->chunk[c], CHUNK_BYTES);
     s->chunk[c] = NULL;
   }
   while (s->pools != NULL) {
     pool_t *next = s->pools->next;
-    mprof_pmem_unmap(s->pools, POOL_BYTES);
+    mprof_pmem_unmap_stacks(s->pools, s->pools->bytes);
     s->pools = next;
   }
-  mprof_pmem_unmap(s->index, s->index_cap * sizeof(uint32_t));
-  mprof_pmem_unreserve(s->reserved);
+  mprof_pmem_unmap_stacks(s->index, s->index_cap * sizeof(uint32_t));
+  mprof_pmem_unreserve_stacks(s->reserved);
   s->reserved = 0;
   s->index = NULL;
   s->index_cap = 0;
@@ -117,14 +119,14 @@ static MPROF_NOINLINE bool index_grow(shard_t *s, uint32_t more)
 {
   if (s->index_cap != 0 && (size_t)(s->count + more) * 2 <= s->index_cap) return true;
   size_t cap = s->index_cap ? s->index_cap * 2 : INDEX_MIN;
-  uint32_t *index = mprof_pmem_map(cap * sizeof(uint32_t));
+  uint32_t *index = mprof_pmem_map_stacks(cap * sizeof(uint32_t));
   if (index == NULL) return false;
   for (uint32_t n = 0; n < s->count; n++) {
     size_t i = (size_t)entry(s, n)->hash & (cap - 1);
     while (index[i] != 0) i = (i + 1) & (cap - 1);
     index[i] = n + 1;
   }
-  mprof_pmem_unmap(s->index, s->index_cap * sizeof(uint32_t));
+  mprof_pmem_unmap_stacks(s->index, s->index_cap * sizeof(uint32_t));
   s->index = index;
   s->index_cap = cap;
   return true;
@@ -139,13 +141,14 @@ static inline bool index_reserve(shard_t *s, uint32_t more)
 static uintptr_t *pool_take(shard_t *s, size_t depth)
 {
   if (s->pool_left < depth) {
-    pool_t *pool = mprof_pmem_map(POOL_BYTES);
+    size_t bytes = s->pools != NULL ? POOL_BYTES : POOL_FIRST;
+    pool_t *pool = mprof_pmem_map_stacks(bytes);
     if (pool == NULL) return NULL;
-    pool->bytes = POOL_BYTES;
+    pool->bytes = bytes;
     pool->next = s->pools;
     s->pools = pool;
     s->pool_next = (uintptr_t *)(pool + 1);
-    s->pool_left = POOL_FRAMES;
+    s->pool_left = (bytes - sizeof(pool_t)) / sizeof(uintptr_t);
   }
   uintptr_t *frames = s->pool_next;
   s->pool_next += depth;
@@ -221,12 +224,12 @@ static uint32_t append(shard_t *s, const lookup_t *k, size_t slot, const mprof_s
   }
   size_t depth = up != NULL ? up->depth : k->depth;   /* a stack's share: its frames (internal.h) */
   size_t reserve = up == NULL ? depth * MPROF_DUMP_FRAME_BYTES : MPROF_DUMP_STACK_BYTES;
-  if (!mprof_pmem_reserve(reserve)) return 0;
-  if (s->chunk[c] == NULL) s->chunk[c] = mprof_pmem_map(CHUNK_BYTES);
+  if (!mprof_pmem_reserve_stacks(reserve)) return 0;
+  if (s->chunk[c] == NULL) s->chunk[c] = mprof_pmem_map_stacks(CHUNK_BYTES);
   const uintptr_t *frames = NULL;
   if (s->chunk[c] != NULL) frames = up != NULL ? up->frames : pool_take(s, depth);
   if (frames == NULL) {
-    mprof_pmem_unreserve(reserve);
+    mprof_pmem_unreserve_stacks(reserve);
     return 0;
   }
   s->reserved += reserve;
@@ -374,6 +377,15 @@ void mprof_stacks_begin(uint64_t session_word)
 }
 
 void mprof_stacks_end(void) { mprof_stacks_begin(0); }
+
+void mprof_stacks_close(void)
+{
+  for (size_t k = 0; k < SHARDS; k++) {
+    mprof_lock(&shards[k].lock);
+    shards[k].session = 0;
+    mprof_unlock(&shards[k].lock);
+  }
+}
 
 /* mi_prof_reset: allocated and freed counters to zero (every record shard lock held). */
 void mprof_stacks_reset_alloc(void)

@@ -82,16 +82,16 @@ extern void *__libc_stack_end;     /* ld.so's: the main thread's stack pointer a
 
 /* Stack a sample may use below mprof_unwind_room()'s frame with each unwinder, besides the frame buffer:
  * the unwinder and what runs after it (interning, the sampled-block heap, the record).  Measured with
- * tests/unwind_probe ("stackuse", x86-64: about 0.5, 2.0 and 5.3 KiB below malloc's caller, the first
+ * tests/unwind_probe ("stackuse", x86-64: about 1.0, 2.1 and 5.4 KiB below malloc's caller, the first
  * sample on a thread included) and rounded up by a third or more: doc/design.md, "Stacks".  Elsewhere
  * frames and register sets are larger (aarch64: 97 DWARF registers, a 4.5 KiB ucontext_t), hence twice
  * that for libgcc and fp, and libunwind's context and cursor (two copies of each live at once) counted
  * by their sizes: 7040 bytes on x86-64. */
 #if defined(__x86_64__) || defined(__i386__)
-#define NEED_FP        1024
+#define NEED_FP        1536
 #define NEED_LIBGCC    3072
 #else
-#define NEED_FP        2048
+#define NEED_FP        3072
 #define NEED_LIBGCC    6144
 #endif
 #define NEED_LIBUNWIND (2 * (sizeof(unw_context_t) + sizeof(unw_cursor_t)) + 3072)

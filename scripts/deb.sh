@@ -70,10 +70,11 @@ watch_build() {
       phase=$cur t_phase=$now
     fi
     if [ "$phase" = test ] || [ $alive = 0 ]; then
-      done_n=$(grep -c -E '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR): ' "$1" 2>/dev/null)
+      # distinct lines: a failed make check prints test-suite.log, which repeats them
+      done_n=$(grep -E '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR): ' "$1" 2>/dev/null | sort -u | wc -l)
       if [ "$done_n" != "$shown_n" ] && { [ $((done_n - shown_n)) -ge 25 ] || [ $((now - t_shown)) -ge 30 ] \
            || [ $alive = 0 ]; }; then
-        failed_n=$(grep -c -E '^(FAIL|XPASS|ERROR): ' "$1" 2>/dev/null)
+        failed_n=$(grep -E '^(FAIL|XPASS|ERROR): ' "$1" 2>/dev/null | sort -u | wc -l)
         echo "deb:   make check: $done_n tests done, $failed_n failed ($((now - t_phase))s)"
         shown_n=$done_n t_shown=$now
       fi

@@ -131,6 +131,7 @@ int main(void)
   srunner_add_suite(sr, tool_cli_suite());
   srunner_add_suite(sr, tool_run_suite());
   srunner_add_suite(sr, tool_report_suite());
+  srunner_add_suite(sr, tool_model_suite());
   srunner_add_suite(sr, tool_hostile_suite());
   srunner_add_suite(sr, symbolize_suite());
   srunner_add_suite(sr, tool_flame_suite());

@@ -36,7 +36,8 @@ void chromium_start(chromium_t *c, const char *profile_dir, int width, int heigh
     alarm(300);                                 /* survives exec: a hung browser dies */
     execl(CHROMIUM, CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-          "--remote-debugging-pipe", "--hide-scrollbars", data, size, "about:blank", (char *)NULL);
+          "--remote-debugging-pipe", "--hide-scrollbars", "--allow-file-access-from-files", data, size,
+          "about:blank", (char *)NULL);
     _exit(127);
   }
   close(to[0]);

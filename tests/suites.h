@@ -45,6 +45,7 @@ Suite *periodic_suite(void);   /* test_periodic.c: periodic profiles, retention 
 Suite *tool_cli_suite(void);   /* test_tool_cli.c: mimalloc-prof's option checks, usage errors, -o DIR */
 Suite *tool_run_suite(void);   /* test_tool_run.c: mimalloc-prof run: signals, final profile */
 Suite *tool_report_suite(void);/* test_tool_report.c: top, tree, diff, merge, folded on known profiles */
+Suite *tool_model_suite(void); /* test_tool_model.c: drop_frames, folding, lines: ours against pprof's */
 Suite *tool_hostile_suite(void); /* test_tool_hostile.c: every command on hostile profiles, in bounds */
 Suite *symbolize_suite(void);  /* test_symbolize.c: names, lines, inlines: -g, stripped, debuginfod, python3 */
 Suite *tool_flame_suite(void); /* test_tool_flame.c: the flame graph in headless Chromium */

@@ -243,11 +243,20 @@ static void ask_only(const char *path, const char *request, const char *status)
   control_reply_free(&r);
 }
 
+/* Whether p has a comment that starts with head. */
+static bool has_comment(const profile_t *p, const char *head)
+{
+  for (size_t i = 0; i < p->n_comment; i++)
+    if (strncmp(test_pstr(p, p->comment[i]), head, strlen(head)) == 0) return true;
+  return false;
+}
+
 /* Every request, with sampling off at the start.  200 blocks of 4 KiB from site_a before `start 4096`
  * are never sampled.  A thread notices a session started by another (here the profiler thread) within
  * MI_PROF_RECHECK_BYTES (1 MiB) of its own allocation, so 1.2 MB from site_c come first; then 200 blocks
  * from site_b are sampled.  site_b's in-use estimate: B = 819200 bytes at rate R = 4096, sigma <=
- * sqrt(R * B) = 57926 (7.1%); allowed: 4 sigma, 28%. */
+ * sqrt(R * B) = 57926 (7.1%); allowed: 4 sigma, 28%.  A stop keeps what was recorded (the same site_b,
+ * exactly), a reset while stopped discards it. */
 START_TEST(control_every_request)
 {
   char dir[PATH_MAX], path[PATH_MAX];
@@ -281,12 +290,40 @@ START_TEST(control_every_request)
   ck_assert_uint_eq(control_stat(&r, "alloc_bytes"), 0);      /* the probe is idle: nothing since */
   ck_assert_uint_gt(control_stat(&r, "inuse_bytes"), 0);      /* what is in use stays */
   control_reply_free(&r);
-  ask_only(path, "stop", "ok");
+  /* The stop keeps what was recorded: the dump shows site_b and c as before, says that sampling stopped,
+   * and a free after the stop still leaves in use. */
+  r = ask_expect(path, "stop", "ok");
+  uint64_t kept = control_stat(&r, "kept_live_samples"), kept_inuse = control_stat(&r, "kept_inuse_bytes");
+  ck_assert_uint_gt(kept, 0);
+  ck_assert_uint_gt(kept_inuse, 0);
+  control_reply_free(&r);
   ask_only(path, "stop", "error EALREADY: ");
+  r = ask_expect(path, "dump", "ok");
+  p = reply_profile(&r);
+  ck_assert_int_eq(p->period, 4096);
+  ck_assert_int_eq(leaf_total(p, "site_b", V_INUSE_SPACE), b);
+  ck_assert_msg(has_comment(p, "mimalloc-prof stopped: sampling stopped at "), "no stop comment");
+  test_profile_free(p);
+  control_reply_free(&r);
+  ck_assert_str_eq(control_probe_say(&c, "free b"), "freed b");
+  r = ask_expect(path, "dump", "ok");
+  p = reply_profile(&r);
+  ck_assert_int_eq(leaf_total(p, "site_b", V_INUSE_SPACE), 0);
+  ck_assert_int_gt(leaf_total(p, "site_c", V_INUSE_SPACE), 0);
+  test_profile_free(p);
+  control_reply_free(&r);
+  /* A reset while stopped discards it all, and says how much: the live samples left are site_c's. */
+  r = ask_expect(path, "reset", "ok");
+  ck_assert_msg(strstr(r.body, "state stopped\n") != NULL, "%s", r.frame);
+  ck_assert_uint_gt(control_stat(&r, "discarded_live_samples"), 0);
+  ck_assert_uint_lt(control_stat(&r, "discarded_live_samples"), kept);
+  ck_assert_uint_gt(control_stat(&r, "discarded_stacks"), 0);
+  control_reply_free(&r);
   ask_only(path, "reset", "error EALREADY: ");
-  r = ask_expect(path, "dump", "ok");                         /* no session: an empty profile */
+  r = ask_expect(path, "dump", "ok");                         /* nothing kept: an empty profile */
   p = reply_profile(&r);
   ck_assert_uint_eq(p->n_sample, 0);
+  ck_assert_msg(!has_comment(p, "mimalloc-prof stopped: "), "a stop comment without data");
   test_profile_free(p);
   control_reply_free(&r);
   ask_only(path, "bogus", "error EINVAL: unknown request 'bogus'");
@@ -296,7 +333,7 @@ START_TEST(control_every_request)
   r = ask_expect(path, "stats", "ok");
   ck_assert_msg(strstr(r.body, "state stopped\n") != NULL, "%s", r.frame);
   ck_assert_uint_eq(control_stat(&r, "control_malformed"), 2);
-  ck_assert_uint_eq(control_stat(&r, "control_requests"), 15);
+  ck_assert_uint_eq(control_stat(&r, "control_requests"), 18);
   control_reply_free(&r);
   probe_run_t run = control_probe_end(&c, NULL);
   probe_run_free(&run);

@@ -519,8 +519,9 @@ START_TEST(observer_stop_start_race)
   ck_assert_uint_eq(st.inuse_objects, 0);
   ck_assert_uint_eq(st.inuse_bytes, 0);
 
-  /* A block observed in a session that was then stopped is freed without on_free, so its address may be
-   * sampled again while the table still holds it (dup_samples is legal here); everything else holds. */
+  /* A block observed in a session whose data a later start discarded is freed without on_free, so its
+   * address may be sampled again while the table still holds it (dup_samples is legal here); everything
+   * else holds. */
   ck_assert_uint_eq(obs.overflow, 0);
   ck_assert_uint_eq(obs.unknown_frees, 0);
   ck_assert_uint_eq(obs.size_mismatch, 0);
@@ -603,20 +604,37 @@ START_TEST(observer_stats_struct)
   ck_assert_uint_eq(st.untracked_frees, 0);
   for (int r = 0; r < MI_PROF_DROP_REASONS; r++) ck_assert_uint_eq(st.dropped[r], 0);
 
-  /* Stopped: the in-use fields and the rate go to 0; the session's cumulative counts stay. */
+  /* Stopped: the rate goes to 0, everything the session recorded stays (nothing was allocated since the
+   * reads above); frees of its samples still leave in use, and reach the observer; a reset while stopped
+   * discards the rest. */
   saw = st;
   ck_assert(mi_prof_stop());
   ck_assert(mi_prof_stats(&st, sizeof st));
   ck_assert_uint_eq(st.sample_rate, 0);
-  ck_assert_uint_eq(st.live_samples, 0);
-  ck_assert_uint_eq(st.inuse_objects, 0);
-  ck_assert_uint_eq(st.inuse_bytes, 0);
-  ck_assert_uint_ge(st.samples, saw.samples);
-  ck_assert_uint_ge(st.alloc_bytes, saw.alloc_bytes);
+  ck_assert_uint_eq(st.live_samples, saw.live_samples);
+  ck_assert_uint_eq(st.inuse_objects, saw.inuse_objects);
+  ck_assert_uint_eq(st.inuse_bytes, saw.inuse_bytes);
+  ck_assert_uint_eq(st.samples, saw.samples);
+  ck_assert_uint_eq(st.alloc_bytes, saw.alloc_bytes);
   for (int i = 1; i < C20_BLOCKS; i += 2) free(c20_blocks[i]);
+  ck_assert(mi_prof_stats(&st, sizeof st));
   ck_assert(mi_prof_debug_stats(&records, &bytes));
   ck_assert_uint_eq(records, 0);
   ck_assert_uint_eq(bytes, 0);
+  ck_assert_uint_eq(st.live_samples, 0);
+  ck_assert_uint_eq(st.inuse_bytes, 0);
+  ck_assert_uint_eq(st.samples, saw.samples);
+  pthread_mutex_lock(&obs.lock);
+  live = obs.live;
+  pthread_mutex_unlock(&obs.lock);
+  ck_assert_uint_eq(live, 0);                 /* every kept sample's free was observed */
+  ck_assert(mi_prof_reset());
+  ck_assert(mi_prof_stats(&st, sizeof st));
+  ck_assert_uint_eq(st.samples, 0);
+  ck_assert_uint_eq(st.alloc_bytes, 0);
+  ck_assert_uint_eq(st.peak_inuse_bytes, 0);
+  ck_assert(!mi_prof_reset());
+  ck_assert_int_eq(errno, EALREADY);
 }
 END_TEST
 

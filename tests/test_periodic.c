@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "control_util.h"
@@ -103,9 +104,19 @@ static size_t count_kind(const dump_file_t *f, size_t n, char kind)
   return k;
 }
 
+/* CLOCK_REALTIME less CLOCK_MONOTONIC now: it changes when the system's clock is stepped (this VM's time
+ * sync steps it by 5 ms now and then). */
+static int64_t realtime_offset_ns(void)
+{
+  struct timespec m;
+  clock_gettime(CLOCK_MONOTONIC, &m);
+  return (int64_t)realtime_ns() - ((int64_t)m.tv_sec * 1000000000 + m.tv_nsec);
+}
+
 /* A profile every second (kind p) while a session runs, each with the time its data was collected and a
  * duration that runs from the previous periodic profile: equal to the difference of their times up to the
- * clocks' reads (microseconds apart; 5 ms allowed, NTP slewing at most 0.05% of a second included), and
+ * clocks' reads (microseconds apart; 5 ms allowed, NTP slewing at most 0.05% of a second included) and
+ * any step of the system's clock while the test ran (the change of realtime_offset_ns() is added), and
  * about the period (0.5 to 10 s: a loaded machine delays a deadline, never advances it by half).  The
  * first runs from the session's start, at load: no earlier than the test started the program. */
 START_TEST(periodic_profiles)
@@ -115,6 +126,7 @@ START_TEST(periodic_profiles)
   prefix_var(prefix, sizeof prefix, dir);
   watch_t w = watch_dir(dir, 'p');
   uint64_t started = realtime_ns();
+  int64_t offset_before = realtime_offset_ns();
   probe_child_t c = control_probe_start((const char *const[]){"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=4096",
                                                               "MIMALLOC_PROF_PERIOD=1", prefix, NULL}, NULL);
   ck_assert_str_eq(control_probe_say(&c, "alloc b 100 4096"), "done b 100");
@@ -122,6 +134,8 @@ START_TEST(periodic_profiles)
   probe_run_t run = control_probe_end(&c, NULL);
   probe_run_free(&run);
   close(w.fd);
+  int64_t stepped = realtime_offset_ns() - offset_before;
+  uint64_t allowed = 5000000 + (uint64_t)(stepped < 0 ? -stepped : stepped);
   dump_file_t f[MAX_DUMPS];
   size_t n = list_profiles(dir, f);
   ck_assert_uint_ge(n, 3);
@@ -137,8 +151,8 @@ START_TEST(periodic_profiles)
     } else {
       ck_assert_uint_gt(t, time_prev);
       uint64_t gap = t - time_prev, diff = d > gap ? d - gap : gap - d;
-      ck_assert_msg(diff < 5000000, "duration %llu, time since the previous %llu", (unsigned long long)d,
-                    (unsigned long long)gap);
+      ck_assert_msg(diff < allowed, "duration %llu, time since the previous %llu (the clock stepped %lld ns)",
+                    (unsigned long long)d, (unsigned long long)gap, (long long)stepped);
       ck_assert_msg(d > 500000000 && d < 10000000000ull, "duration %llu", (unsigned long long)d);
     }
     time_prev = t;

@@ -191,7 +191,7 @@ START_TEST(record_realloc_accounting)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------------
-   A4: after a stop nothing is recorded; blocks sampled before stay valid
+   A4: after a stop nothing new is recorded, what was is kept; blocks sampled before stay valid
 --------------------------------------------------------------------------------------------------- */
 
 /* The test's thread only.  volatile: glibc declares malloc and free __leaf__ ("never calls back into this
@@ -248,22 +248,30 @@ START_TEST(record_stop_then_traffic)
   ck_assert(mi_prof_stop());
   /* Counted from the stop: the assertions before it allocate, and those allocations may be sampled. */
   uint64_t samples = stats_now().samples, observed = stop_samples_seen, frees = stop_frees_seen;
+  live_t kept = live_now();
   ck_assert(!mi_prof_is_enabled());
-  ck_assert_nothing_live();
+  ck_assert_uint_ge(kept.records, before.records);    /* the stop keeps what was recorded */
 
   ck_assert_uint_eq(traffic(TRAFFIC_OPS), 0);
-  ck_assert_nothing_live();
+  live_t after = live_now();                           /* nothing sampled, nothing kept freed */
+  ck_assert_uint_eq(after.records, kept.records);
+  ck_assert_uint_eq(after.live_samples, kept.live_samples);
+  ck_assert_uint_eq(after.inuse_bytes, kept.inuse_bytes);
   ck_assert_uint_eq(stats_now().samples, samples);     /* cumulative counts stay, none added */
   ck_assert_uint_eq(stop_samples_seen, observed);
 
-  /* Blocks sampled before the stop are intact and free safely, without records or callbacks. */
+  /* Blocks sampled before the stop are intact and free safely: the kept ones leave the in-use totals and
+   * reach the observer, as while running. */
   unsigned bad = 0;
   for (int i = 0; i < A_BLOCKS; i++) {
     bad += blocks[i][0] != (i & 0xff) || blocks[i][A_SIZE - 1] != (i & 0xff);
     free(blocks[i]);
   }
   ck_assert_uint_eq(bad, 0);
-  ck_assert_uint_eq(stop_frees_seen, frees);
+  ck_assert_uint_ge(stop_frees_seen, frees + before.records);
+  ck_assert_uint_le(live_now().records, kept.records - before.records);
+  /* A reset while stopped discards the rest; blocks of it freed later have no weight. */
+  ck_assert(mi_prof_reset());
   ck_assert_nothing_live();
 }
 END_TEST
@@ -297,11 +305,12 @@ static void cycle_traffic(void)
  * with no record, a stop the stack table. */
 static uint64_t pmem_idle(void)
 {
-  ck_assert(mi_prof_start_seeded(A_RATE, SEED) && mi_prof_stop());
+  ck_assert(mi_prof_start_seeded(A_RATE, SEED) && mi_prof_stop() && mi_prof_reset());
   return stats_now().profiler_bytes;
 }
 
-/* After a stop the profiler keeps one record table per shard holding orphans (the kept blocks sampled in
+/* A stop keeps the session's records and stacks; a reset while stopped discards them.  After that the
+ * profiler keeps one record table per shard holding orphans (the kept blocks sampled in
  * the session, about 57 of the 100: each is sampled with probability 0.57 on average; spread by address
  * hash over the 16 shards) and nothing else.  Which
  * shards they fall in depends on where the sampled-block heap put them, which depends on its history (its
@@ -320,13 +329,15 @@ START_TEST(record_start_stop_cycles)
   uint64_t idle = pmem_idle();
   for (int c = 0; c < CYCLES; c++) {
     /* The session runs without assertions (Check allocates), so every cycle sees the same allocations. */
-    mi_prof_stats_t fresh, busy, stopped;
+    mi_prof_stats_t fresh, busy, stopped, discarded;
     bool ok = mi_prof_start_seeded(A_RATE, SEED);
     ok = ok && mi_prof_stats(&fresh, sizeof fresh);
     cycle_traffic();
     ok = ok && mi_prof_stats(&busy, sizeof busy);
     ok = ok && mi_prof_stop();
     ok = ok && mi_prof_stats(&stopped, sizeof stopped);
+    ok = ok && mi_prof_reset();
+    ok = ok && mi_prof_stats(&discarded, sizeof discarded);
     ck_assert(ok);
 
     ck_assert_uint_eq(fresh.samples, 0);             /* a session starts from zero */
@@ -348,17 +359,21 @@ START_TEST(record_start_stop_cycles)
     ck_assert_uint_eq(busy.alloc_objects, first.alloc_objects);
     ck_assert_uint_eq(busy.alloc_bytes, first.alloc_bytes);
 
-    /* Stopped: in-use fields are gone, cumulative ones stay, profiler memory holds only the orphans'
-     * record tables (see above). */
+    /* Stopped: everything the session recorded stays.  Discarded: every field is 0, profiler memory
+     * holds only the orphans' record tables (see above). */
     ck_assert_uint_eq(stopped.sample_rate, 0);
-    ck_assert_uint_eq(stopped.live_samples, 0);
-    ck_assert_uint_eq(stopped.inuse_objects, 0);
-    ck_assert_uint_eq(stopped.inuse_bytes, 0);
+    ck_assert_uint_eq(stopped.live_samples, busy.live_samples);
+    ck_assert_uint_eq(stopped.inuse_objects, busy.inuse_objects);
+    ck_assert_uint_eq(stopped.inuse_bytes, busy.inuse_bytes);
     ck_assert_uint_eq(stopped.samples, busy.samples);
     ck_assert_uint_eq(stopped.alloc_bytes, busy.alloc_bytes);
-    ck_assert_uint_ge(stopped.profiler_bytes, idle + RECORD_TABLE_BYTES);   /* orphans live */
-    ck_assert_uint_le(stopped.profiler_bytes, idle + RECORD_SHARDS * RECORD_TABLE_BYTES);
-    ck_assert_uint_eq((stopped.profiler_bytes - idle) % RECORD_TABLE_BYTES, 0);
+    ck_assert_uint_eq(discarded.live_samples, 0);
+    ck_assert_uint_eq(discarded.inuse_bytes, 0);
+    ck_assert_uint_eq(discarded.samples, 0);
+    ck_assert_uint_eq(discarded.alloc_bytes, 0);
+    ck_assert_uint_ge(discarded.profiler_bytes, idle + RECORD_TABLE_BYTES);   /* orphans live */
+    ck_assert_uint_le(discarded.profiler_bytes, idle + RECORD_SHARDS * RECORD_TABLE_BYTES);
+    ck_assert_uint_eq((discarded.profiler_bytes - idle) % RECORD_TABLE_BYTES, 0);
   }
   for (int i = 0; i < CYCLE_KEEP; i++) free(cycle_kept[i]);
   ck_assert_uint_eq(pmem_idle(), idle);

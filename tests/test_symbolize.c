@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "cxx_names.h"
+#include "pprof_util.h"
 #include "suites.h"
 #include "tool_util.h"
 
@@ -423,6 +425,80 @@ START_TEST(symbolize_python3_dbg)
 }
 END_TEST
 
+/* The line of `err` that contains `text` (into buf; the test fails when there is none). */
+static const char *line_with(const char *err, const char *text, char *buf, size_t len)
+{
+  const char *at = strstr(err, text);
+  ck_assert_msg(at != NULL, "no '%s' in:\n%s", text, err);
+  const char *start = at, *end = strchr(at, '\n');
+  while (start > err && start[-1] != '\n') start--;
+  snprintf(buf, len, "%.*s", (int)(end != NULL ? end - start : (ptrdiff_t)strlen(start)), start);
+  return buf;
+}
+
+/* How many of p's comments start with `prefix`. */
+static size_t comments_with(const char *path, const char *prefix)
+{
+  profile_t *p = tool_profile(path);
+  size_t n = 0;
+  for (size_t i = 0; i < p->n_comment; i++) n += strncmp(pstr(p, p->comment[i]), prefix, strlen(prefix)) == 0;
+  profile_free(p);
+  return n;
+}
+
+/* Why a location is unnamed stays in the profile and is said again by every later run: the program
+ * stripped of every symbol but main has a symbol table (the mapping is symbolized: has_functions), and
+ * its other functions' locations are covered by no symbol.  The first run says so and records it as a
+ * comment; a second and third run, which keep the symbolized mapping as it is, say the same line again
+ * (they said "N of N named" and nothing else), and the profile keeps one such comment, which go tool
+ * pprof -raw reads and shows. */
+START_TEST(symbolize_reasons_kept)
+{
+  char dir[PATH_MAX], bin[PATH_MAX + 8], prog[PATH_MAX + 16], raw[PATH_MAX + 16], s1[PATH_MAX + 16],
+       s2[PATH_MAX + 16], env[PATH_MAX + 32], prefix[PATH_MAX + 64], want[PATH_MAX + 64], l1[1024], l2[1024];
+  tool_tmpdir(dir, sizeof dir);
+  snprintf(bin, sizeof bin, "%s/bin", dir);
+  mkdir(bin, 0755);
+  snprintf(prog, sizeof prog, "%s/sym_prog", bin);
+  sh((const char *const[]){"/bin/cp", probe_getenv("MPROF_TEST_SYM_PROG"), prog, NULL});
+  sh((const char *const[]){"/bin/cp", probe_getenv("MPROF_TEST_SYM_LIB"), bin, NULL});
+  sh((const char *const[]){probe_getenv("MPROF_TEST_STRIP"), "--strip-all", "-K", "main", prog, NULL});
+  snprintf(raw, sizeof raw, "%s/raw.pb.gz", dir);
+  snprintf(s1, sizeof s1, "%s/s1.pb.gz", dir);
+  snprintf(s2, sizeof s2, "%s/s2.pb.gz", dir);
+  snprintf(env, sizeof env, "LD_LIBRARY_PATH=%s", bin);
+  probe_run_t r = tool_run((const char *const[]){"run", "--no-symbolize", "-r", "1", "-o", raw, prog, NULL},
+                           (const char *const[]){env, NULL});
+  probe_assert_exit0(&r, "mimalloc-prof run");
+  probe_run_free(&r);
+  snprintf(want, sizeof want, "in %s: no symbol covers the address", prog);
+  r = tool_run((const char *const[]){"symbolize", "-o", s1, raw, NULL}, NULL);
+  probe_assert_exit0(&r, "symbolize");
+  line_with(r.err, want, l1, sizeof l1);
+  probe_run_free(&r);
+  snprintf(prefix, sizeof prefix, "mimalloc-prof symbolize: unnamed in %s (build ID ", prog);
+  ck_assert_uint_eq(comments_with(s1, prefix), 1);
+  r = tool_run((const char *const[]){"symbolize", "-o", s2, s1, NULL}, NULL);
+  probe_assert_exit0(&r, "symbolize (again)");
+  ck_assert_str_eq(line_with(r.err, want, l2, sizeof l2), l1);
+  ck_assert_msg(strstr(r.err, "; unnamed:") != NULL, "%s", r.err);
+  probe_run_free(&r);
+  r = tool_run((const char *const[]){"symbolize", s2, NULL}, NULL);
+  probe_assert_exit0(&r, "symbolize (in place)");
+  ck_assert_str_eq(line_with(r.err, want, l2, sizeof l2), l1);
+  probe_run_free(&r);
+  ck_assert_uint_eq(comments_with(s2, prefix), 1);
+  char go[PATH_MAX];
+  if (go_find(go, sizeof go)) {
+    probe_run_t raw_out = go_pprof(go, (const char *const[]){"-raw", s2, NULL});
+    probe_assert_exit0(&raw_out, "go tool pprof -raw");
+    ck_assert_msg(strstr(raw_out.out, "Comment: mimalloc-prof symbolize: unnamed in ") != NULL, "%s",
+                  raw_out.out);
+    probe_run_free(&raw_out);
+  }
+}
+END_TEST
+
 Suite *symbolize_suite(void)
 {
   Suite *s = suite_create("symbolize");
@@ -431,6 +507,7 @@ Suite *symbolize_suite(void)
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, symbolize_unstripped);
   tcase_add_test(tc, symbolize_stripped_debug_dir);
+  tcase_add_test(tc, symbolize_reasons_kept);
   tcase_add_test(tc, symbolize_fifo_mapping);
   tcase_add_test(tc, symbolize_debuglink_fifo);
   tcase_add_test(tc, symbolize_debuginfod);

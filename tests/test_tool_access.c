@@ -128,7 +128,8 @@ END_TEST
 --------------------------------------------------------------------------------------------------- */
 
 /* A process out of descriptors cannot accept: ctl, top PID and ps give up after --timeout 0.5 with a
- * message naming the process and the wait (ps: "no answer"), and the process answers again once it has
+ * message naming the process and the wait (ps: not listed, and says why on stderr; its socket stays), and
+ * the process answers again once it has
  * descriptors.  ctl's time is bounded below by the timeout (it did wait) and above by 8 s, below the
  * 10 s default: the option is what ended the wait (the margin is for a loaded machine). */
 START_TEST(tool_ctl_timeout)
@@ -151,8 +152,10 @@ START_TEST(tool_ctl_timeout)
   probe_run_free(&r);
   r = tool_run(LIST("ps", "--timeout", "0.5"), NULL);
   probe_assert_exit0(&r, "ps");
-  snprintf(want, sizeof want, "\n%7s  no answer  ", pid);
-  ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+  snprintf(want, sizeof want, "\n%7s  ", pid);
+  ck_assert_msg(strstr(r.out, want) == NULL, "%s", r.out);
+  snprintf(want, sizeof want, "process %s is not listed: process %s: no reply to 'stats' within 0.5 s", pid, pid);
+  ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
   probe_run_free(&r);
 
   ck_assert_str_eq(control_probe_say(&c, "releasefds"), "released");
@@ -169,7 +172,7 @@ START_TEST(tool_ctl_timeout)
 END_TEST
 
 /* Process B's socket put at A's name: SO_PEERCRED names B, so ctl refuses to ask A through it, and ps
- * lists A as not answering. */
+ * does not list A, says why, and leaves the socket (B listens on it). */
 START_TEST(tool_ctl_other_process)
 {
   char dir[PATH_MAX], pa[PATH_MAX], pb[PATH_MAX], a_pid[16], want[256];
@@ -185,8 +188,11 @@ START_TEST(tool_ctl_other_process)
   probe_run_free(&r);
   r = tool_run(LIST("ps"), NULL);
   probe_assert_exit0(&r, "ps");
-  snprintf(want, sizeof want, "\n%7s  no answer  ", a_pid);
-  ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+  snprintf(want, sizeof want, "\n%7s  ", a_pid);
+  ck_assert_msg(strstr(r.out, want) == NULL, "%s", r.out);
+  snprintf(want, sizeof want, "process %s is not listed: %s is the socket of process %d", a_pid, pa, (int)b.pid);
+  ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
+  ck_assert_int_eq(access(pa, F_OK), 0);
   probe_run_free(&r);
   probe_run_t end = control_probe_end(&a, NULL);
   probe_run_free(&end);

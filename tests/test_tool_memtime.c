@@ -174,6 +174,14 @@ START_TEST(tool_memtime_top_peak_sum)
   r = run_ok((const char *const[]){"top", q, NULL});
   expect(r.out, "\nheap: 1.00 MiB in use when written, 3.00 MiB allocated\n");
   probe_run_free(&r);
+  /* A peak estimated below what is in use (the two estimates' noise) is said to be noise, once. */
+  static const tool_sample_t above[] = {{"main;work", 3 * MiB, 2 * MiB, (3 * MiB) / 2, 0, NULL, 0, -1}};
+  snprintf(q, sizeof q, "%s/above.pb.gz", dir);
+  tool_synthetic_labelled(q, above, 1, false, NULL, NULL);
+  r = run_ok((const char *const[]){"top", q, NULL});
+  expect(r.out, "\nheap: 2.00 MiB in use when written, peak 1.50 MiB, 3.00 MiB allocated\n(in use reads more "
+                "than the peak: sampling noise, the peak is estimated from half of the samples)\n");
+  probe_run_free(&r);
 }
 END_TEST
 

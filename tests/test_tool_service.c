@@ -49,7 +49,10 @@ static void assert_ok(const probe_run_t *r, const char *what)
 /* The acceptance run: a program started with its socket and sampling off.  Allocations before `ctl PID
  * start` are not in the profile `ctl PID dump` takes, those after it are (site_c's 1.2 MB first: a thread
  * notices a session started by another within 1 MiB of its own allocation); the profile is symbolized.
- * `stop` stops: the next dump has no samples, and a second stop says why it fails. */
+ * `stop` stops and keeps what was recorded: it says how much, the next dump holds the same samples
+ * (site_b's allocations after the stop are not sampled) and says that sampling is stopped, as `top`'s
+ * header does; a second stop says why it fails; `start` then says what it discards, and `reset` while
+ * sampling what it resets. */
 START_TEST(tool_ctl_session)
 {
   char dir[PATH_MAX], out[PATH_MAX];
@@ -72,7 +75,8 @@ START_TEST(tool_ctl_session)
   probe_run_free(&r);
   profile_t *p = tool_profile(out);
   ck_assert_int_eq(leaf_inuse(p, "site_a"), 0);
-  ck_assert_int_gt(leaf_inuse(p, "site_b"), 0);
+  int64_t site_b = leaf_inuse(p, "site_b");
+  ck_assert_int_gt(site_b, 0);
   bool named = false;
   for (size_t i = 0; i < p->n_mapping; i++) named |= p->mapping[i]->has_functions;
   ck_assert_msg(named, "the profile was not symbolized");
@@ -80,6 +84,9 @@ START_TEST(tool_ctl_session)
 
   r = tool_run((const char *const[]){"ctl", pid, "stop", NULL}, NULL);
   assert_ok(&r, "ctl stop");
+  snprintf(want, sizeof want, "process %s: sampling stopped; kept ", pid);
+  ck_assert_msg(strncmp(r.out, want, strlen(want)) == 0 && strstr(r.out, " live samples (") != NULL &&
+                strstr(r.out, "dumps\n  show them until the next start or reset\n") != NULL, "%s", r.out);
   probe_run_free(&r);
   r = tool_run((const char *const[]){"ctl", pid, "stats", NULL}, NULL);
   assert_ok(&r, "ctl stats");
@@ -95,8 +102,23 @@ START_TEST(tool_ctl_session)
   assert_ok(&r, "ctl dump, stopped");
   probe_run_free(&r);
   p = tool_profile(out);
-  ck_assert_uint_eq(p->n_sample, 0);
+  ck_assert_int_eq(leaf_inuse(p, "site_b"), site_b);
   profile_free(p);
+  r = tool_run((const char *const[]){"top", "-n", "2", out, NULL}, NULL);
+  assert_ok(&r, "top, stopped");
+  ck_assert_msg(strstr(r.out, "\nsampling is stopped (") != NULL, "%s", r.out);
+  probe_run_free(&r);
+
+  r = tool_run((const char *const[]){"ctl", pid, "start", "4k", NULL}, NULL);
+  assert_ok(&r, "ctl start, after a stop");
+  ck_assert_msg(strstr(r.out, "\n  discarded the stopped session's data: ") != NULL &&
+                strstr(r.out, " live samples (") != NULL && strstr(r.out, " stack traces\n") != NULL, "%s", r.out);
+  probe_run_free(&r);
+  r = tool_run((const char *const[]){"ctl", pid, "reset", NULL}, NULL);
+  assert_ok(&r, "ctl reset");
+  snprintf(want, sizeof want, "process %s: allocated totals and peak reset; live samples kept\n", pid);
+  ck_assert_str_eq(r.out, want);                     /* nothing allocated since the start: nothing to say */
+  probe_run_free(&r);
   probe_run_t end = control_probe_end(&c, NULL);
   probe_run_free(&end);
 }
@@ -139,7 +161,9 @@ END_TEST
 --------------------------------------------------------------------------------------------------- */
 
 /* ps lists the process with its state, rate, bytes in use and command line; top PID shows its sites,
- * named, the largest first; after `ctl stop`, ps says stopped. */
+ * named, the largest first; after `ctl stop`, ps says stopped, with what is kept in use.  A process of the
+ * same control directory killed with SIGKILL (reaped: gone) left its socket: ps does not list it and
+ * removes the socket, saying so. */
 START_TEST(tool_ps_top)
 {
   char dir[PATH_MAX], line[64];
@@ -173,8 +197,28 @@ START_TEST(tool_ps_top)
   probe_run_free(&r);
   r = tool_run((const char *const[]){"ps", NULL}, NULL);
   assert_ok(&r, "ps");
-  snprintf(line, sizeof line, "\n%7s  stopped  ", pid);
-  ck_assert_msg(strstr(r.out, line) != NULL, "%s", r.out);
+  snprintf(line, sizeof line, "\n%7s  stopped            -  ", pid);
+  row = strstr(r.out, line);
+  ck_assert_msg(row != NULL && strncmp(row + strlen(line), "         -", 10) != 0, "%s", r.out);   /* kept */
+  probe_run_free(&r);
+
+  probe_child_t gone = service_probe_start(dir, true);
+  char sock[PATH_MAX + 32], gone_pid[16];
+  snprintf(gone_pid, sizeof gone_pid, "%d", (int)gone.pid);
+  snprintf(sock, sizeof sock, "%s/%d.sock", dir, (int)gone.pid);
+  ck_assert_int_eq(access(sock, F_OK), 0);
+  ck_assert_int_eq(kill(gone.pid, SIGKILL), 0);
+  probe_run_t dead = probe_finish(&gone);
+  ck_assert_msg(WIFSIGNALED(dead.status), "status %d", dead.status);
+  probe_run_free(&dead);
+  ck_assert_int_eq(access(sock, F_OK), 0);           /* SIGKILL: no exit handler removed it */
+  r = tool_run((const char *const[]){"ps", NULL}, NULL);
+  assert_ok(&r, "ps, a process gone");
+  snprintf(line, sizeof line, "\n%7s  ", gone_pid);
+  ck_assert_msg(strstr(r.out, line) == NULL, "%s", r.out);
+  ck_assert_msg(strstr(r.err, "removed ") != NULL && strstr(r.err, sock) != NULL &&
+                strstr(r.err, "a control socket left behind") != NULL, "%s", r.err);
+  ck_assert_int_ne(access(sock, F_OK), 0);
   probe_run_free(&r);
   probe_run_t end = control_probe_end(&c, NULL);
   probe_run_free(&end);

@@ -3,6 +3,7 @@
 #include "tool_util.h"
 
 #include <ftw.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,4 +169,15 @@ void tool_synthetic_labelled(const char *path, const tool_sample_t *samples, siz
     pb_sample_labels(b, ids, depth, labels, nl, v, 1);
   }
   synthetic_write(b, path);
+}
+
+char *tool_file_text(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "%s", path);
+  char *text = NULL;
+  size_t cap = 0;
+  ck_assert_int_ge(getdelim(&text, &cap, '\0', f), 0);
+  fclose(f);
+  return text;
 }

@@ -30,6 +30,8 @@ const char *tool_line_name(const profile_t *p, const pindex_t *ix, const locatio
 
 /* Whether the file at path exists. */
 bool tool_exists(const char *path);
+/* The whole file at path, NUL-terminated (malloc'd; the test fails when it cannot be read). */
+char *tool_file_text(const char *path);
 
 /* A synthetic profile: four sample types (alloc_objects, alloc_space, inuse_objects, inuse_space) and
  * stacks given as "outer;...;inner" with alloc and inuse bytes (objects = bytes / 1024); one mapping

@@ -11,8 +11,8 @@
  * Access.  A request is served when it shows the token of --token-file (Authorization: Bearer TOKEN,
  * compared in time that depends on the token's length only), or when it comes from a process of our
  * own effective user on this machine: the kernel's socket table (NETLINK_SOCK_DIAG, the exact lookup of
- * ss(8)) gives the owner of the connection's other end when that end is a socket here, in this network
- * namespace; for a client elsewhere it has none.  Root is no exception: a proxy or port forwarder that
+ * ss(8), or /proc/net/tcp where netlink is refused) gives the owner of the connection's other end when
+ * that end is a socket here, in this network namespace; for a client elsewhere it has none.  Root is no exception: a proxy or port forwarder that
  * root runs makes every client behind it root's.  A token file must be ours (or root's), a
  * regular file, and closed to group and others: a token others can read is no access rule.
  *
@@ -33,6 +33,8 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -175,9 +177,58 @@ unsigned serve_request_allowed(const serve_client_t *c, const char *authorizatio
    Clients and their connections
 --------------------------------------------------------------------------------------------------- */
 
+/* "ADDR:PORT" as /proc/net/tcp and tcp6 print a socket's address: each 32-bit word of the address (one,
+ * or four for IPv6) as the hexadecimal of its value in memory, then the port in host order. */
+static void proc_address(char *out, size_t len, const unsigned char *addr, size_t words, uint16_t port_be)
+{
+  size_t at = 0;
+  for (size_t w = 0; w < words; w++) {
+    uint32_t v;
+    memcpy(&v, addr + 4 * w, 4);
+    at += (size_t)snprintf(out + at, len - at, "%08X", (unsigned)v);
+  }
+  snprintf(out + at, len - at, ":%04X", (unsigned)ntohs(port_be));
+}
+
+/* The kernel's socket table as text, where NETLINK_SOCK_DIAG is not to be had (qemu-user does not emulate
+ * it; some sandboxes refuse netlink): the owner of the TCP socket whose own end is src:sport and other end
+ * dst:dport, or -1.  The same exact lookup in the same network namespace, linear in the sockets there. */
+static long proc_peer_uid(int family, const unsigned char *src, uint16_t sport, const unsigned char *dst,
+                          uint16_t dport, int *err)
+{
+  FILE *f = fopen(family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", "re");
+  *err = f == NULL ? errno : 0;
+  if (f == NULL) return -1;
+  size_t words = family == AF_INET ? 1 : 4;
+  char want_local[48], want_remote[48], local[48], remote[48], line[512];
+  proc_address(want_local, sizeof want_local, src, words, sport);
+  proc_address(want_remote, sizeof want_remote, dst, words, dport);
+  long uid = -1;
+  unsigned long u;
+  while (uid < 0 && fgets(line, sizeof line, f) != NULL) {
+    if (sscanf(line, " %*u: %47s %47s %*x %*s %*s %*x %lu", local, remote, &u) == 3 &&
+        strcmp(local, want_local) == 0 && strcmp(remote, want_remote) == 0)
+      uid = (long)u;
+  }
+  fclose(f);
+  return uid;
+}
+
+/* proc_peer_uid for the socket a NETLINK_SOCK_DIAG request names; *err keeps netlink's error when the
+ * table cannot be read either. */
+static long proc_fallback(const struct inet_diag_req_v2 *r, int *err)
+{
+  int e;
+  long uid = proc_peer_uid(r->sdiag_family, (const unsigned char *)r->id.idiag_src, r->id.idiag_sport,
+                           (const unsigned char *)r->id.idiag_dst, r->id.idiag_dport, &e);
+  if (e == 0) *err = 0;
+  return uid;
+}
+
 /* The owner of the socket at the other end of TCP connection fd when it is on this machine (in this
  * network namespace), else -1: NETLINK_SOCK_DIAG looked up by the connection's addresses and ports seen
- * from the other end.  *err: 0 when the kernel answered (ENOENT: no such socket here), else why not. */
+ * from the other end, or /proc/net/tcp where netlink is not available.  *err: 0 when the kernel answered
+ * (ENOENT: no such socket here), else why not. */
 static long local_peer_uid(int fd, int *err)
 {
   *err = 0;
@@ -212,7 +263,7 @@ static long local_peer_uid(int fd, int *err)
   int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (nl < 0) {
     *err = errno;
-    return -1;
+    return proc_fallback(&q.r, err);
   }
   struct timeval tv = {.tv_sec = 1};
   struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
@@ -236,7 +287,7 @@ static long local_peer_uid(int fd, int *err)
     int e = -((const struct nlmsgerr *)NLMSG_DATA(&reply.h))->error;
     *err = e == ENOENT ? 0 : e;                        /* ENOENT: not a socket here, a remote client */
   }
-  return uid;
+  return *err != 0 ? proc_fallback(&q.r, err) : uid;
 }
 
 /* The client's key: its user when local, else its IPv4 address or IPv6 /64. */

@@ -93,10 +93,12 @@ void ctree_build(ctree_t *t, const view_t *v, bool callers)
     uint32_t node = 0;
     t->nodes[0].value = tool_add(t->nodes[0].value, st->value);
     t->nodes[0].objects = tool_add(t->nodes[0].objects, st->objects);
+    t->nodes[0].var += st->var;
     for (uint32_t k = 0; k < st->depth; k++) {
       node = child(t, node, st->frames[callers ? k : st->depth - 1 - k]);
       t->nodes[node].value = tool_add(t->nodes[node].value, st->value);
       t->nodes[node].objects = tool_add(t->nodes[node].objects, st->objects);
+      t->nodes[node].var += st->var;
     }
     t->nodes[node].self = tool_add(t->nodes[node].self, st->value);
   }

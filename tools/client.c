@@ -44,6 +44,7 @@
 #define CTL_TIMEOUT_MAX_S 86400
 
 static int64_t timeout_ms = CTL_TIMEOUT_DEFAULT_MS;
+static bool last_refused;     /* the last ctl_request found nobody listening (ECONNREFUSED) */
 
 int ctl_timeout_option(const char *text)
 {
@@ -279,6 +280,7 @@ static int connect_checked(const char *path, pid_t pid, int64_t deadline, char *
       connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
     int e = left <= 0 ? EAGAIN : errno;
     close(fd);
+    last_refused = e == ECONNREFUSED;
     if (e == ENOENT)
       snprintf(err, err_len, "process %d has no control socket %s (not running with libmimalloc-prof, or it "
                "could not make one: see its standard error)", (int)pid, shown);
@@ -334,6 +336,7 @@ int ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, s
   char path[MPROF_CONTROL_PATH_MAX], why[512];
   int64_t deadline = mono_ms() + timeout_ms;
   memset(reply, 0, sizeof *reply);
+  last_refused = false;
   if (ctl_socket_path(pid, path, sizeof path, why, sizeof why) != 0) {
     snprintf(err, err_len, "%s", why);
     return -1;
@@ -371,6 +374,23 @@ int ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, s
   reply->data = reply->body + (nl != NULL ? status + 1 : len);
   reply->data_len = len - (size_t)(reply->data - reply->body);
   return 0;
+}
+
+bool ctl_request_refused(void) { return last_refused; }
+
+bool ctl_reply_number(const ctl_reply_t *r, const char *key, uint64_t *value)
+{
+  size_t n = strlen(key);
+  for (const char *p = (const char *)r->data; r->ok && *p != '\0';) {
+    if (strncmp(p, key, n) == 0 && p[n] == ' ' && p[n + 1] >= '0' && p[n + 1] <= '9') {
+      *value = strtoull(p + n + 1, NULL, 10);
+      return true;
+    }
+    const char *nl = strchr(p, '\n');
+    if (nl == NULL) break;
+    p = nl + 1;
+  }
+  return false;
 }
 
 void ctl_reply_free(ctl_reply_t *r)

@@ -17,14 +17,47 @@ static const char usage[] =
   "libmimalloc-prof and MIMALLOC_PROF_CONTROL=1).\n"
   "  start [RATE]   start sampling, one allocation per RATE bytes on average (default: the process's\n"
   "                 MIMALLOC_PROF_SAMPLE_RATE, else 524288; k, m, g suffixes)\n"
-  "  stop           stop sampling (what the session recorded is dropped)\n"
-  "  reset          restart the allocated totals (alloc_space, alloc_objects) from 0\n"
+  "  stop           stop sampling; what the session recorded stays, and dumps show it, until the next\n"
+  "                 start or reset (each says what it discards)\n"
+  "  reset          sampling: restart the allocated totals (alloc_space, alloc_objects) and the peak\n"
+  "                 from 0; stopped: discard what the stopped session kept\n"
   "  stats          print the process's statistics, one \"key value\" line each\n"
   "  dump -o FILE   write a heap profile of the process to FILE, symbolized (unless --no-symbolize)\n"
   "  --timeout SECONDS  give up when the process has not answered within this time (default 10)\n"
   "Exit status: 0 done; 1 the process refused, could not be asked, did not answer in time, or is not\n"
   "the process asked (its socket answers for another); 2 usage error.\n"
   "See mimalloc-prof(1).\n";
+
+/* "  discarded WHAT: 12 live samples (1.50 MiB in use), 40 samples (5.00 MiB allocated), peak 2.00 MiB,
+ * 9 stack traces", the parts the reply has that are not 0; nothing when everything is 0. */
+static void print_discarded(const ctl_reply_t *r, const char *what)
+{
+  static const char *const keys[] = {"discarded_live_samples", "discarded_inuse_bytes", "discarded_samples",
+                                     "discarded_alloc_bytes", "discarded_peak_bytes", "discarded_stacks"};
+  uint64_t v[6] = {0};
+  bool any = false;
+  for (size_t i = 0; i < 6; i++) any |= ctl_reply_number(r, keys[i], &v[i]) && v[i] != 0;
+  if (!any) return;
+  char a[32], b[32], c[32], d[32], e[32], f[32];
+  printf("  discarded %s: %s live samples (%s in use), %s samples (%s allocated), peak %s, %s stack traces\n",
+         what, tool_count((int64_t)v[0], a, sizeof a), tool_bytes((int64_t)v[1], b, sizeof b),
+         tool_count((int64_t)v[2], c, sizeof c), tool_bytes((int64_t)v[3], d, sizeof d),
+         tool_bytes((int64_t)v[4], e, sizeof e), tool_count((int64_t)v[5], f, sizeof f));
+}
+
+static void print_stopped(pid_t pid, const ctl_reply_t *r)
+{
+  uint64_t live = 0, inuse = 0, samples = 0, alloc = 0;
+  ctl_reply_number(r, "kept_live_samples", &live);
+  ctl_reply_number(r, "kept_inuse_bytes", &inuse);
+  ctl_reply_number(r, "kept_samples", &samples);
+  ctl_reply_number(r, "kept_alloc_bytes", &alloc);
+  char a[32], b[32], c[32], d[32];
+  printf("process %d: sampling stopped; kept %s live samples (%s in use) and %s samples (%s allocated): "
+         "dumps\n  show them until the next start or reset\n", (int)pid, tool_count((int64_t)live, a, sizeof a),
+         tool_bytes((int64_t)inuse, b, sizeof b), tool_count((int64_t)samples, c, sizeof c),
+         tool_bytes((int64_t)alloc, d, sizeof d));
+}
 
 int cmd_ctl(int argc, char **argv)
 {
@@ -84,11 +117,19 @@ int cmd_ctl(int argc, char **argv)
   } else if (strcmp(what, "stats") == 0) {
     tool_write_escaped(stdout, r.data, r.data_len, true);
   } else if (is_start) {
-    const char *line = strstr((const char *)r.data, "sample_rate ");
+    uint64_t v = 0;
+    ctl_reply_number(&r, "sample_rate", &v);
     printf("process %d: sampling, one allocation per %llu bytes on average\n", (int)pid,
-           line != NULL ? strtoull(line + 12, NULL, 10) : 0ull);
+           (unsigned long long)v);
+    print_discarded(&r, "the stopped session's data");
+  } else if (strcmp(what, "stop") == 0) {
+    print_stopped(pid, &r);
+  } else if (strstr((const char *)r.data, "state stopped\n") != NULL) {
+    printf("process %d: sampling is stopped; its kept data is discarded\n", (int)pid);
+    print_discarded(&r, "the stopped session's data");
   } else {
-    printf("process %d: %s\n", (int)pid, strcmp(what, "stop") == 0 ? "sampling stopped" : "allocated totals reset");
+    printf("process %d: allocated totals and peak reset; live samples kept\n", (int)pid);
+    print_discarded(&r, "the totals so far");
   }
   ctl_reply_free(&r);
   return rc;

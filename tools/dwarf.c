@@ -617,6 +617,27 @@ static size_t inlined_at(Dwarf_Die *fn, Dwarf_Addr pc, Dwarf_Die *chain, size_t 
   return n;
 }
 
+/* The source position of addr from the line table (its file, "" and *line 0 when there is none), only
+ * when the row that gives it starts inside the function found for addr: the DWARF function fn (bias: its
+ * CU's), else the symbol [lo, hi).  libdwfl gives an address outside every CU's ranges to the CU below
+ * it, and the last row below the address there belongs to other code: _start, in crt1.o without DWARF,
+ * would get the line of an inlined std::string member from the C++ code linked before it, where
+ * addr2line says ??:?.  A frame without a line shows none. */
+static const char *line_of(sym_obj_t *obj, uint64_t addr, Dwarf_Die *fn, Dwarf_Addr bias, GElf_Addr lo,
+                           GElf_Addr hi, int *line)
+{
+  *line = 0;
+  Dwfl_Line *ln = dwfl_module_getsrc(obj->mod, addr);
+  Dwarf_Addr row = 0;
+  int l = 0;
+  const char *file = ln != NULL ? dwfl_lineinfo(ln, &row, &l, NULL, NULL, NULL) : NULL;
+  if (file == NULL) return "";
+  bool inside = fn != NULL ? dwarf_haspc(fn, row - bias) > 0 : row >= lo && row < hi;
+  if (!inside) return "";
+  *line = l;
+  return file;
+}
+
 static size_t lookup_dwarf(sym_obj_t *obj, uint64_t addr, sym_frame_t *frames, size_t max)
 {
   Dwarf_Addr bias;
@@ -624,13 +645,8 @@ static size_t lookup_dwarf(sym_obj_t *obj, uint64_t addr, sym_frame_t *frames, s
   Dwarf_Die fn, chain[64];
   if (cu == NULL || max == 0 || !function_at(obj, cu, addr - bias, &fn)) return 0;
   size_t depth = inlined_at(&fn, addr - bias, chain, max - 1 < 64 ? max - 1 : 64);
-  const char *file = "";
-  int line = 0;
-  Dwfl_Line *ln = dwfl_module_getsrc(obj->mod, addr);
-  if (ln != NULL) {
-    const char *f = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
-    if (f != NULL) file = f;
-  }
+  int line;
+  const char *file = line_of(obj, addr, &fn, bias, 0, 0, &line);
   Dwarf_Files *files = NULL;
   size_t nfiles = 0, n = 0;
   for (size_t i = depth + 1; i-- > 0;) {      /* innermost first: chain[depth-1] .. chain[0], then fn */
@@ -669,10 +685,8 @@ static size_t lookup_symtab(sym_obj_t *obj, uint64_t addr, sym_frame_t *f)
   memset(f, 0, sizeof *f);
   frame_names(f, NULL, name);
   f->decl_file = "";
-  f->file = "";
-  Dwfl_Line *ln = obj->has_lines ? dwfl_module_getsrc(obj->mod, addr) : NULL;
-  const char *file = ln ? dwfl_lineinfo(ln, NULL, &f->line, NULL, NULL, NULL) : NULL;
-  if (file != NULL) f->file = file;
+  f->file = obj->has_lines ? line_of(obj, addr, NULL, 0, obj->syms[lo - 1].start, obj->syms[lo - 1].end,
+                                     &f->line) : "";
   return 1;
 }
 

@@ -28,7 +28,7 @@
 
 static const char usage[] =
   "usage: mimalloc-prof flame [-s TYPE] [--title TEXT] [--focus RE] [--ignore RE] [--fold RE]\n"
-  "                           [--fold-alloc] [--lines] [--tag KEY=VALUE]... -o OUT.svg FILE\n"
+  "                           [--fold-alloc] [--lines] [--full-names] [--tag KEY=VALUE]... -o OUT.svg FILE\n"
   "Write an interactive flame graph of a heap profile (self-contained SVG; hover, click to zoom,\n"
   "Search or Ctrl-F in a browser).  Options as for top.\n"
   "See mimalloc-prof(1).\n";
@@ -45,6 +45,33 @@ static void xml(FILE *f, const char *s)
       if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
     }
   }
+}
+
+/* The label of a frame pw pixels wide, as flame.js fits it (a 12px monospace character is 7.2 pixels, 3
+ * pixels of margin each side): the whole name when it fits, else its first characters and "..", nothing
+ * under three characters.  Written into the file, so that a viewer without script (an <img>, an image
+ * viewer) shows it too; the script fits it again when it zooms.  Characters are UTF-8 code points. */
+#define CHAR_PX 7.2
+static void label(FILE *f, const char *name, double pw)
+{
+  double fit = (pw - 6) / CHAR_PX;
+  if (fit < 3) return;
+  size_t n = fit > (WIDTH / CHAR_PX) ? (size_t)(WIDTH / CHAR_PX) : (size_t)fit, chars = 0, cut = 0;
+  const char *s = name;
+  for (; *s != '\0'; s++) {
+    if (((unsigned char)*s & 0xc0) == 0x80) continue;
+    if (chars == n - 2) cut = (size_t)(s - name);
+    chars++;
+  }
+  if (chars <= n) {
+    xml(f, name);
+    return;
+  }
+  char head[(size_t)(WIDTH / CHAR_PX) * 4 + 4];
+  if (cut > sizeof head - 3) cut = sizeof head - 3;   /* a hostile name: runs of continuation bytes */
+  memcpy(head, name, cut);
+  memcpy(head + cut, "..", 3);
+  xml(f, head);
 }
 
 /* Warm colours from the name (the same function, the same colour); grey for the library's dropped-sample
@@ -97,7 +124,9 @@ static bool frame(layout_t *l, uint32_t id, double x, unsigned depth)
   xml(l->f, name);
   fprintf(l->f, ": %s (%.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>",
           view_value(l->v, n->value, amount, sizeof amount), 100 * w, px, y, pw, FRAME_H - 1, fill);
-  fprintf(l->f, "<text x=\"%.2f\" y=\"%d\"></text></g>\n", px + 3, y + FRAME_H - 5);
+  fprintf(l->f, "<text x=\"%.2f\" y=\"%d\">", px + 3, y + FRAME_H - 5);
+  label(l->f, name, pw);
+  fputs("</text></g>\n", l->f);
   return true;
 }
 

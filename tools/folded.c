@@ -9,7 +9,7 @@
 
 static const char usage[] =
   "usage: mimalloc-prof folded [-s TYPE] [--focus RE] [--ignore RE] [--fold RE] [--fold-alloc] [--lines]\n"
-  "                            [--tag KEY=VALUE]... FILE\n"
+  "                            [--full-names] [--tag KEY=VALUE]... FILE\n"
   "Print the stacks of a heap profile folded, \"main;f;g VALUE\", one line per stack (VALUE in the\n"
   "sample type's unit: bytes for *_space).  Options as for top.\n"
   "See mimalloc-prof(1).\n";

@@ -45,6 +45,8 @@ struct pbuild_s {
   htab_t        sample_ix;
   size_t        n_values;
   size_t        cap_comments;
+  pb_label_t    extra[2];      /* labels pb_sample_from gives every sample (pb_extra_labels) */
+  size_t        n_extra;
   bool          failed;
 };
 
@@ -373,16 +375,21 @@ void pb_sample_from(pbuild_t *b, const profile_t *p, const sample_t *smp, const 
                     int sign)
 {
   pb_label_t few[8], *labels = few;
-  if (smp->n_label > sizeof few / sizeof few[0] && (labels = malloc(smp->n_label * sizeof *labels)) == NULL) {
+  size_t n_labels = 0, cap = smp->n_label + b->n_extra;
+  if (cap > sizeof few / sizeof few[0] && (labels = malloc(cap * sizeof *labels)) == NULL) {
     b->failed = true;
     return;
   }
   for (size_t i = 0; i < smp->n_label; i++) {
     const label_t *l = smp->label[i];
-    labels[i] = (pb_label_t){pb_string(b, pstr(p, l->key)), l->str ? pb_string(b, pstr(p, l->str)) : 0,
-                             l->num, l->num_unit ? pb_string(b, pstr(p, l->num_unit)) : 0};
+    pb_label_t copy = {pb_string(b, pstr(p, l->key)), l->str ? pb_string(b, pstr(p, l->str)) : 0, l->num,
+                       l->num_unit ? pb_string(b, pstr(p, l->num_unit)) : 0};
+    bool replaced = false;                          /* an extra label of the same key wins */
+    for (size_t k = 0; k < b->n_extra; k++) replaced |= b->extra[k].key == copy.key;
+    if (!replaced) labels[n_labels++] = copy;
   }
-  pb_sample_labels(b, ids, n, labels, smp->n_label, smp->value, sign);
+  for (size_t k = 0; k < b->n_extra; k++) labels[n_labels++] = b->extra[k];
+  pb_sample_labels(b, ids, n, labels, n_labels, smp->value, sign);
   if (labels != few) free(labels);
 }
 
@@ -610,6 +617,12 @@ bool pb_add_profile(pbuild_t *b, const profile_t *p, int sign)
   free(fn_new);
   pindex_free(&ix);
   return !b->failed;
+}
+
+void pb_extra_labels(pbuild_t *b, const pb_label_t *labels, size_t n)
+{
+  b->n_extra = n < 2 ? n : 2;
+  for (size_t i = 0; i < b->n_extra; i++) b->extra[i] = labels[i];
 }
 
 const profile_t *pbuild_profile(pbuild_t *b)

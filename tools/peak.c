@@ -5,6 +5,8 @@
  * The library writes (doc/design.md, "Heap profiles"):
  *   the comment "mimalloc-prof peak: BYTES bytes at TIME_NS": the estimated bytes in use at the recorded
  *       peak, and when (CLOCK_REALTIME ns, as time_nanos);
+ *   the comment "mimalloc-prof stopped: sampling stopped at TIME_NS; ...": mi_prof_stop kept the data, and
+ *       duration_nanos ends at TIME_NS rather than at time_nanos;
  *   the Profile field mimalloc_prof_timeline (ours, number 10000): points of (time, estimated bytes in
  *       use, estimated bytes allocated), start_nanos (CLOCK_REALTIME) plus offset_nanos[i], in time order.
  * A profile without them (from an older library, or another program) has no peak time and no timeline;
@@ -19,6 +21,7 @@
 #include <string.h>
 
 static const char peak_prefix[] = "mimalloc-prof peak: ";
+static const char stopped_prefix[] = "mimalloc-prof stopped: sampling stopped at ";
 
 /* A decimal integer at *s (a sign allowed), ending at a character of `stops` (or the end); advances *s. */
 static bool read_int(const char **s, const char *stops, int64_t *out)
@@ -51,10 +54,14 @@ void heap_totals(const profile_t *p, heap_totals_t *t)
   t->inuse_bytes = type_sum(p, "inuse_space", &t->has_inuse);
   t->alloc_bytes = type_sum(p, "alloc_space", &t->has_alloc);
   t->peak_bytes = type_sum(p, "peak_space", &t->has_peak);
-  if (p->time_nanos > 0 && p->duration_nanos > 0 && p->duration_nanos <= p->time_nanos)
-    t->start_ns = p->time_nanos - p->duration_nanos;
   for (size_t i = 0; i < p->n_comment; i++) {
     const char *c = pstr(p, p->comment[i]);
+    int64_t at;
+    if (strncmp(c, stopped_prefix, sizeof stopped_prefix - 1) == 0) {
+      c += sizeof stopped_prefix - 1;
+      if (read_int(&c, ";", &at) && at > 0) t->stopped_ns = at;
+      continue;
+    }
     if (strncmp(c, peak_prefix, sizeof peak_prefix - 1) != 0) continue;
     c += sizeof peak_prefix - 1;
     int64_t bytes, ns;
@@ -65,6 +72,8 @@ void heap_totals(const profile_t *p, heap_totals_t *t)
     t->peak_bytes = bytes;
     t->peak_ns = ns;
   }
+  int64_t end = t->stopped_ns != 0 ? t->stopped_ns : p->time_nanos;
+  if (end > 0 && p->duration_nanos > 0 && p->duration_nanos <= end) t->start_ns = end - p->duration_nanos;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -184,6 +193,7 @@ void heap_summary(FILE *f, const char *path, int64_t start_ns)
   }
   fprintf(f, "  at exit     %s in use\n  allocated   %s\n", tool_bytes(t.inuse_bytes, b, sizeof b),
           tool_bytes(t.alloc_bytes, c, sizeof c));
+  heap_peak_note(f, &t, "  ");
   view_opts_t o;
   view_opts_init(&o);
   o.sample_index = "peak_space";
@@ -193,6 +203,46 @@ void heap_summary(FILE *f, const char *path, int64_t start_ns)
     if (v.total > 0) {
       fprintf(f, "  at the peak, by allocation site (allocator wrappers folded into their callers):\n");
       heap_print_top_sites(f, &v, 3, "  ");
+    }
+    view_free(&v);
+  }
+  view_opts_free(&o);
+  profile_free(p);
+}
+
+void heap_peak_note(FILE *f, const heap_totals_t *t, const char *indent)
+{
+  if (!t->has_peak || !t->has_inuse || t->inuse_bytes <= t->peak_bytes) return;
+  fprintf(f, "%s(in use reads more than the peak: sampling noise, the peak is estimated from half of the "
+             "samples)\n", indent);
+}
+
+void heap_leaks(FILE *f, const char *path, size_t rows)
+{
+  char err[512], a[32], b[32];
+  profile_t *p = profile_read(path, err, sizeof err);
+  if (p == NULL) {
+    fprintf(f, "mimalloc-prof %s: no leak report: %s\n", tool_cmd, err);
+    return;
+  }
+  bool has_bytes, has_objects;
+  int64_t bytes = type_sum(p, "inuse_space", &has_bytes);
+  int64_t objects = type_sum(p, "inuse_objects", &has_objects);
+  view_opts_t o;
+  view_opts_init(&o);
+  o.sample_index = "inuse_space";
+  o.fold_std = true;
+  view_t v;
+  if (!has_bytes) {
+    fprintf(f, "mimalloc-prof %s: no leak report: %s has no inuse_space\n", tool_cmd, path);
+  } else if (view_build(&v, p, &o) == 0) {
+    fprintf(f, "Still in use at exit (estimated from samples): %s", tool_bytes(bytes, a, sizeof a));
+    if (has_objects) fprintf(f, " in %s objects", tool_count(objects, b, sizeof b));
+    fprintf(f, "\n");
+    if (v.total > 0) {
+      fprintf(f, "  by allocation site (allocator wrappers folded into their callers), share of that "
+              "total:\n");
+      heap_print_top_sites(f, &v, rows, "  ");
     }
     view_free(&v);
   }

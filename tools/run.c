@@ -9,9 +9,12 @@
  * foreground process group, the program included, and is not sent twice.  With -o, the library writes
  * into a private directory beside the output (mkdtemp: 0700, an unpredictable name; same file system, so
  * the final rename cannot fail for that reason), removed afterwards with whatever else was dumped there.
- * The final profile is then symbolized (--no-symbolize skips that), through the same output rules as
- * -o (outfile.c), and a summary of it printed (peak.c): the peak and how long after the program's start
- * it came, in use at exit, allocated, the sites at the peak.  A set-user-ID program runs in secure mode,
+ * Every process the program starts inherits the library and writes its own profiles (runtree.c): with
+ * -o, their final profiles become one, each sample labelled with its process; with -p (and by default)
+ * every profile of the run is kept and symbolized, and with -p named after its program too.  The final
+ * profile is symbolized (--no-symbolize skips that), through the same output rules as -o (outfile.c),
+ * and a summary of it printed (peak.c): the peak and how long after the program's start it came, in use
+ * at exit, allocated, the sites at the peak.  A set-user-ID program runs in secure mode,
  * where the library reads no MIMALLOC_PROF_* variable: no profile comes, and the command says why.
  */
 #include "tool.h"
@@ -47,11 +50,14 @@ static const char usage[] =
   "                         [--] PROGRAM [ARGS...]\n"
   "Run PROGRAM with heap profiling and write its heap profile when it exits (also on SIGINT, SIGTERM\n"
   "and SIGHUP); then print a summary: the peak, in use at exit, allocated, the sites at the peak.\n"
-  "  -o FILE|DIR        the profile's file (in DIR: PROGRAM.pb.gz); default ./mimalloc-prof.PID.SEQ.f.pb.gz\n"
-  "  -p PREFIX          keep every profile as PREFIX.PID.SEQ.KIND.pb.gz (child processes' too)\n"
+  "  -o FILE|DIR        the profile's file (in DIR: PROGRAM.pb.gz), of every process the program started\n"
+  "                     (labels process and pid); default ./mimalloc-prof.PID.SEQ.f.pb.gz, one per process\n"
+  "  -p PREFIX          keep every profile, symbolized, as PREFIX.PROGRAM.PID.SEQ.KIND.pb.gz (child\n"
+  "                     processes' too)\n"
   "  -r RATE            sample one allocation per RATE bytes on average (default 524288; k, m, g suffixes)\n"
   "  --interval BYTES   also dump every BYTES allocated;  --signal SIG  also dump on signal SIG\n"
-  "  --leak             print the top in-use sites at exit\n"
+  "  --leak             print what is still in use at exit and the top 10 sites holding it (named, with\n"
+  "                     their shares)\n"
   "  --lifetimes        record how long sampled blocks live, for top --temporary (MIMALLOC_PROF_LIFETIMES)\n"
   "  --no-symbolize     leave the profile with addresses (it is symbolized by default)\n"
   "  --debug-dir DIR    also look for debug files in DIR (build-id and debuglink layout)\n"
@@ -361,6 +367,35 @@ static int run_program(char **argv, pid_t *child, int *status)
   return 0;
 }
 
+/* -p and the default: the final profile to summarize into found (as tree_keep renamed it): the
+ * program's, unless it has no samples and another process's has (then that with the most); the other
+ * final profiles are named on stderr.  False when there is none. */
+static bool say_kept(const tree_t *t, pid_t pid, char *found, size_t len)
+{
+  size_t said = 0, best = SIZE_MAX, own = SIZE_MAX;
+  for (size_t i = 0; i < t->n; i++) {
+    const tree_dump_t *d = &t->dump[i];
+    if (d->kind != 'f') continue;
+    if (d->pid == pid) own = i;
+    if (best == SIZE_MAX || d->samples > t->dump[best].samples) best = i;
+  }
+  if (best == SIZE_MAX) return false;
+  if (own != SIZE_MAX && (t->dump[own].samples > 0 || t->dump[best].samples == 0)) best = own;
+  snprintf(found, len, "%s", t->dump[best].path);
+  char name[1024];
+  for (size_t i = 0; i < t->n; i++) {
+    const tree_dump_t *d = &t->dump[i];
+    if (d->kind != 'f' || i == best || said++ >= 10) continue;
+    tool_note("heap profile of %s (process %d) written to %s", tool_escaped(d->program, name, sizeof name),
+              (int)d->pid, d->path);
+  }
+  if (said > 10) tool_note("and %zu more processes' profiles", said - 10);
+  if (best != own)
+    tool_note("the summary below is of %s (process %d)",
+              tool_escaped(t->dump[best].program, name, sizeof name), (int)t->dump[best].pid);
+  return true;
+}
+
 int cmd_run(int argc, char **argv)
 {
   run_opts_t o = {.symbolize = true};
@@ -395,31 +430,54 @@ int cmd_run(int argc, char **argv)
   set_env("MIMALLOC_PROF_SAMPLE_RATE", o.rate);
   set_env("MIMALLOC_PROF_INTERVAL", o.interval);
   set_env("MIMALLOC_PROF_SIGNAL", o.signal);
-  if (o.leak) set_env("MIMALLOC_PROF_LEAK", "1");
+  if (o.leak) set_env("MIMALLOC_PROF_LEAK", "0");   /* the command reports from the symbolized profile */
   if (o.lifetimes) set_env("MIMALLOC_PROF_LIFETIMES", "1");
   setenv("MIMALLOC_PROF_FINAL_SIGNALS", FINAL_SIGNALS_DEFAULT, 0);
 
   int status = 0;
   pid_t pid = 0;
+  tree_t tree;
   struct timespec start;                    /* the summary says when the peak was, from here */
+  if (!tree_before(prefix, &tree))
+    tool_note("cannot list the profiles under %s: %s", prefix, strerror(errno));
   clock_gettime(CLOCK_REALTIME, &start);
   if ((rc = run_program(program, &pid, &status)) != 0) {
     if (tmpdir[0] != '\0') remove_private_dir(tmpdir);
+    tree_free(&tree);
     return rc;
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  char found[PATH_MAX];
-  int moved = move_final(prefix, pid, out, found, sizeof found);
+  if (!tree_after(prefix, &tree)) tool_note("cannot list the profiles under %s: %s", prefix, strerror(errno));
+  char found[PATH_MAX], err[1024];
+  size_t finals = tree_finals(&tree), merged = 0;
+  bool own = false;                         /* the program wrote its final profile */
+  for (size_t i = 0; i < tree.n; i++) own |= tree.dump[i].pid == pid && tree.dump[i].kind == 'f';
+  bool merge = out != NULL && (finals > 1 || (finals == 1 && !own));
+  int moved;
+  if (merge && tree_merge(&tree, pid, out, err, sizeof err) == 0) {
+    snprintf(found, sizeof found, "%s", out);
+    moved = 0;
+    merged = finals;
+  } else {
+    if (merge) tool_note("the processes' profiles could not be merged: %s", err);
+    moved = move_final(prefix, pid, out, found, sizeof found);
+  }
   if (moved == -2) {                        /* keep it, inside the output's directory */
     tool_note("cannot move the profile to %s (%s); it is %s", out, strerror(errno), found);
+    tree_free(&tree);
     return code;
   }
   if (tmpdir[0] != '\0') {
-    int others = remove_private_dir(tmpdir);
+    int others = remove_private_dir(tmpdir) - (int)merged;
     if (others > 0)
-      tool_note("%d more profile(s) discarded (interval, peak and signal dumps, and child processes'; "
-                "-p PREFIX keeps them)", others);
+      tool_note("%d more profile(s) discarded (interval, peak and signal dumps%s; -p PREFIX keeps them)",
+                others, merged == 0 ? ", and child processes'" : "");
+  } else {
+    sym_opts_t so = {.debug_dirs = o.debug_dirs, .n_debug_dirs = o.n_debug_dirs};
+    tree_keep(&tree, prefix, o.prefix != NULL, o.symbolize ? &so : NULL);
+    if (say_kept(&tree, pid, found, sizeof found)) moved = 0;
   }
+  tree_free(&tree);
   if (moved != 0) {
     if (code != 127 && runs_secure(program[0]))
       tool_note("no profile was written: %s is set-user-ID, set-group-ID or has capabilities, and runs in "
@@ -429,12 +487,17 @@ int cmd_run(int argc, char **argv)
                 WIFSIGNALED(status) ? "a signal" : "_exit(2) or exec of a program without the library");
     return code;
   }
-  if (o.symbolize) {
+  if (o.symbolize && tmpdir[0] != '\0') {   /* -p and the default: tree_keep symbolized them */
     sym_opts_t so = {.debug_dirs = o.debug_dirs, .n_debug_dirs = o.n_debug_dirs};
     if (symbolize_file(found, NULL, &so) != 0) tool_note("the profile keeps its raw addresses");
   }
-  tool_note("heap profile written to %s", found);
+  if (merged > 0)
+    tool_note("heap profile of %zu process%s written to %s (labels process and pid: top --by process "
+              "splits them)", merged, merged > 1 ? "es" : "", found);
+  else
+    tool_note("heap profile written to %s", found);
   heap_summary(stderr, found, (int64_t)start.tv_sec * 1000000000 + start.tv_nsec);
+  if (o.leak) heap_leaks(stderr, found, 10);
   tool_note("view it with: mimalloc-prof top %s   (or timeline, tree, flame, folded; see mimalloc-prof(1))",
             found);
   return code;

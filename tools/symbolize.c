@@ -9,6 +9,12 @@
  * mapping of an object found says has_functions when the object had a symbol table or DWARF,
  * has_filenames and has_line_numbers when it had line tables, has_inline_frames when it had DWARF: pprof
  * then trusts the names and does not look for the binaries.
+ *
+ * Why a location stayed unnamed is kept in the profile, one comment per object with unnamed locations:
+ *   "mimalloc-prof symbolize: unnamed in PATH (build ID ID): REASON"
+ * (a comment: go tool pprof reads and shows it, and it needs no field of our own).  A later run keeps the
+ * locations of a mapping symbolized before as they are, and says the recorded reason again for those of
+ * them without a name; the comments are written anew each run, never twice.
  */
 #include "sym.h"
 
@@ -35,7 +41,11 @@ typedef struct object_s {
   sym_status_t status;
   char         detail[256];
   size_t       named, unnamed, uncovered;   /* locations */
+  size_t       kept_unnamed;                /* locations of a mapping symbolized before, without a name */
+  const char  *recorded;                    /* the reason an earlier run recorded (p's string), or NULL */
 } object_t;
+
+#define REASON_PREFIX "mimalloc-prof symbolize: unnamed in "
 
 typedef struct report_s {
   size_t locations, named, kept, unmapped, inlined;
@@ -104,13 +114,11 @@ static size_t copy_lines(pbuild_t *b, const profile_t *p, const pindex_t *ix, co
   return n;
 }
 
-static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, object_t **objs_out, size_t *n_objs,
-                      report_t *r)
+static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, object_t *objs,
+                      const size_t *of_mapping, report_t *r)
 {
   pindex_t ix;
   pindex_init(&ix, p);
-  size_t *of_mapping;
-  object_t *objs = objects_find(p, &of_mapping, n_objs);
   uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new), *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
   uint64_t *fn_new = calloc(p->n_function + 1, sizeof *fn_new);
   if (map_new == NULL || loc_new == NULL || fn_new == NULL) abort();
@@ -133,7 +141,9 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
       const mapping_t *m = p->mapping[mi];
       if (m->has_functions) {
         n = copy_lines(b, p, &ix, l, lines, fn_new);
-        r->kept++;
+        if (n != 0) r->kept++;
+        else ob->kept_unnamed++;
+        r->inlined += n > 1;
       } else if ((n = symbolize_location(b, ob, m, l, lines, o)) != 0) {
         r->named++;
         ob->named++;
@@ -175,12 +185,128 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
   free(map_new);
   free(loc_new);
   free(fn_new);
-  free(of_mapping);
   pindex_free(&ix);
-  *objs_out = objs;
 }
 
-/* What stayed unnamed, one line per object, with the reason. */
+/* Why the object's unnamed locations are unnamed (into buf): what this run found, else what an earlier
+ * run recorded; NULL when none is. */
+static const char *object_reason(const object_t *ob, char *buf, size_t len)
+{
+  const char *bid = ob->build_id[0] ? ob->build_id : "none";
+  if (ob->unnamed == 0 && ob->uncovered == 0) {
+    if (ob->kept_unnamed == 0) return NULL;
+    snprintf(buf, len, "%s", ob->recorded != NULL ? ob->recorded : "unnamed when the profile was symbolized "
+             "before (the reason was not recorded; symbolize the raw profile again to see it)");
+    return buf;
+  }
+  if (ob->uncovered != 0) {
+    snprintf(buf, len, "no symbol covers the address (stripped local functions?)");
+    return buf;
+  }
+  switch (ob->status) {
+  case SYM_NO_FILE:
+    snprintf(buf, len, "no such file, and no file with build ID %s in the debug directories%s", bid,
+             getenv("DEBUGINFOD_URLS") ? " or from debuginfod" : " (DEBUGINFOD_URLS is not set)");
+    break;
+  case SYM_MISMATCH:
+    snprintf(buf, len, "build-ID mismatch (the file has %s, the profile %s: it changed since the profile was "
+             "written), and no file with build ID %s was found", ob->detail, bid, bid);
+    break;
+  case SYM_NO_SYMBOLS:
+    snprintf(buf, len, "no symbols (%s has neither a symbol table nor debug information; install the "
+             "package's debug symbols, -dbgsym or -dbg, or give --debug-dir)", ob->detail);
+    break;
+  case SYM_NOT_ELF:
+    snprintf(buf, len, "not an ELF object whose segments match the mapping (%s)",
+             ob->detail[0] ? ob->detail : ob->path);
+    break;
+  case SYM_NOT_REGULAR:
+    snprintf(buf, len, "not a regular file (%s: not read), and no file with build ID %s was found",
+             ob->detail, bid);
+    break;
+  case SYM_FOUND: return NULL;
+  }
+  return buf;
+}
+
+/* The start of the comment that records an object's reason: REASON_PREFIX PATH " (build ID " ID "): "
+ * (malloc'd). */
+static char *reason_key(const object_t *ob)
+{
+  size_t len = sizeof REASON_PREFIX + strlen(ob->path) + strlen(ob->build_id) + 32;
+  char *key = malloc(len);
+  if (key == NULL) abort();
+  snprintf(key, len, REASON_PREFIX "%s (build ID %s): ", ob->path, ob->build_id[0] ? ob->build_id : "none");
+  return key;
+}
+
+/* p's header without the reasons an earlier run recorded; *kept is malloc'd, for the caller to free once
+ * the builder has copied the header. */
+static const profile_t *header_without_reasons(const profile_t *p, profile_t *h, int64_t **kept)
+{
+  *h = *p;
+  *kept = malloc((p->n_comment + 1) * sizeof **kept);
+  if (*kept == NULL) abort();
+  h->comment = *kept;
+  h->n_comment = 0;
+  for (size_t i = 0; i < p->n_comment; i++) {
+    const char *c = pstr(p, p->comment[i]);
+    if (strncmp(c, REASON_PREFIX, sizeof REASON_PREFIX - 1) != 0) h->comment[h->n_comment++] = p->comment[i];
+  }
+  return h;
+}
+
+static int by_string(const void *a, const void *b)
+{
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The reason an earlier run recorded for each object that needs one (kept_unnamed): the recorded comments
+ * sorted once, each key found by binary search (a hostile profile may have many of both). */
+static void find_recorded(const profile_t *p, object_t *objs, size_t n_objs)
+{
+  const char **rec = malloc((p->n_comment + 1) * sizeof *rec);
+  if (rec == NULL) abort();
+  size_t n = 0;
+  for (size_t i = 0; i < p->n_comment; i++) {
+    const char *c = pstr(p, p->comment[i]);
+    if (strncmp(c, REASON_PREFIX, sizeof REASON_PREFIX - 1) == 0) rec[n++] = c;
+  }
+  qsort(rec, n, sizeof *rec, by_string);
+  for (size_t i = 0; i < n_objs && n != 0; i++) {
+    if (objs[i].kept_unnamed == 0) continue;
+    char *key = reason_key(&objs[i]);
+    size_t len = strlen(key), lo = 0, hi = n;
+    while (lo < hi) {                          /* the first comment not below the key */
+      size_t mid = (lo + hi) / 2;
+      if (strcmp(rec[mid], key) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < n && strncmp(rec[lo], key, len) == 0) objs[i].recorded = rec[lo] + len;
+    free(key);
+  }
+  free(rec);
+}
+
+/* Records each object's reason in the profile being built. */
+static void record_reasons(pbuild_t *b, const object_t *objs, size_t n_objs)
+{
+  for (size_t i = 0; i < n_objs; i++) {
+    char reason[1024];
+    if (object_reason(&objs[i], reason, sizeof reason) == NULL) continue;
+    char *key = reason_key(&objs[i]);
+    size_t len = strlen(key) + strlen(reason) + 1;
+    char *comment = malloc(len);
+    if (comment == NULL) abort();
+    snprintf(comment, len, "%s%s", key, reason);
+    pb_comment(b, comment);
+    free(comment);
+    free(key);
+  }
+}
+
+/* What stayed unnamed, one line per object, with the reason (escaped: the paths and a recorded reason
+ * come from the profile). */
 static void print_report(const char *path, const report_t *r, const object_t *objs, size_t n_objs)
 {
   size_t unnamed = r->locations - r->named - r->kept;
@@ -190,37 +316,13 @@ static void print_report(const char *path, const report_t *r, const object_t *ob
             tool_count((int64_t)r->inlined, c, sizeof c), unnamed ? "; unnamed:" : "");
   for (size_t i = 0; i < n_objs; i++) {
     const object_t *ob = &objs[i];
-    const char *bid = ob->build_id[0] ? ob->build_id : "none";
-    if (ob->unnamed != 0) {
-      switch (ob->status) {
-      case SYM_NO_FILE:
-        fprintf(stderr, "  %zu in %s: no such file, and no file with build ID %s in the debug directories%s\n",
-                ob->unnamed, ob->path, bid, getenv("DEBUGINFOD_URLS") ? " or from debuginfod" : " (DEBUGINFOD_URLS is not set)");
-        break;
-      case SYM_MISMATCH:
-        fprintf(stderr, "  %zu in %s: build-ID mismatch (the file has %s, the profile %s: it changed since the "
-                "profile was written), and no file with build ID %s was found\n", ob->unnamed, ob->path,
-                ob->detail, bid, bid);
-        break;
-      case SYM_NO_SYMBOLS:
-        fprintf(stderr, "  %zu in %s: no symbols (%s has neither a symbol table nor debug information; install "
-                "the package's debug symbols, -dbgsym or -dbg, or give --debug-dir)\n", ob->unnamed, ob->path,
-                ob->detail);
-        break;
-      case SYM_NOT_ELF:
-        fprintf(stderr, "  %zu in %s: not an ELF object whose segments match the mapping (%s)\n", ob->unnamed,
-                ob->path, ob->detail[0] ? ob->detail : ob->path);
-        break;
-      case SYM_NOT_REGULAR:
-        fprintf(stderr, "  %zu in %s: not a regular file (%s: not read), and no file with build ID %s was found\n",
-                ob->unnamed, ob->path, ob->detail, bid);
-        break;
-      case SYM_FOUND: break;
-      }
-    }
-    if (ob->uncovered != 0)
-      fprintf(stderr, "  %zu in %s: no symbol covers the address (stripped local functions?)\n", ob->uncovered,
-              ob->path);
+    char reason[1024];
+    if (object_reason(ob, reason, sizeof reason) == NULL) continue;
+    fprintf(stderr, "  %zu in ", ob->unnamed + ob->uncovered + ob->kept_unnamed);
+    tool_write_escaped(stderr, ob->path, strlen(ob->path), false);
+    fputs(": ", stderr);
+    tool_write_escaped(stderr, reason, strlen(reason), false);
+    fputc('\n', stderr);
   }
   if (r->unmapped != 0)
     fprintf(stderr, "  %zu outside any file (code generated at run time, or the vDSO)\n", r->unmapped);
@@ -231,15 +333,23 @@ int symbolize_file(const char *in, const char *out, const sym_opts_t *o)
   char err[512];
   profile_t *p = profile_read(in, err, sizeof err);
   if (p == NULL) return tool_error("%s", err);
-  pbuild_t *b = pbuild_new(p);
+  size_t n_objs, *of_mapping;
+  object_t *objs = objects_find(p, &of_mapping, &n_objs);
+  profile_t h;
+  int64_t *kept;
+  pbuild_t *b = pbuild_new(header_without_reasons(p, &h, &kept));
+  free(kept);
   if (b == NULL) {
+    free(objs);
+    free(of_mapping);
     profile_free(p);
     return tool_error("out of memory");
   }
-  object_t *objs;
-  size_t n_objs;
   report_t r = {0};
-  symbolize(b, p, o, &objs, &n_objs, &r);
+  symbolize(b, p, o, objs, of_mapping, &r);
+  free(of_mapping);
+  find_recorded(p, objs, n_objs);
+  record_reasons(b, objs, n_objs);
   const profile_t *result = pbuild_profile(b);
   int rc = EXIT_SUCCESS;
   if (pbuild_failed(b)) rc = tool_error("%s: out of memory", in);

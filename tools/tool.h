@@ -1,7 +1,8 @@
 /* tool.h - what the files of the mimalloc-prof command share: messages and option parsing (cli.c),
  * reading and writing profiles (profile.c), building new profiles (pbuild.c), the report model of
- * top/tree/diff/flame/folded (view.c), symbolization (symbolize.c, dwarf.c), demangling (demangle.cc),
- * the control socket of running processes (client.c), and one entry point per subcommand (run.c, top.c, ...).
+ * top/tree/diff/flame/folded (view.c) and its sampling noise (noise.c), symbolization (symbolize.c,
+ * dwarf.c), demangling (demangle.cc), the control socket of running processes (client.c), and one entry
+ * point per subcommand (run.c, top.c, ...).
  *
  * Exit statuses, for every subcommand: 0 success, 1 an error while doing the work (unreadable file,
  * nothing to write), 2 a usage error (bad option or value, wrong number of arguments); `run` passes its
@@ -12,6 +13,8 @@
 
 #include "config.h"
 
+#include <glob.h>
+#include <limits.h>
 #include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -210,6 +213,9 @@ void     pb_sample_labels(pbuild_t *b, const uint64_t *location_ids, size_t n, p
 /* pb_sample_labels with the values and the labels of `smp`, a sample of `p`. */
 void     pb_sample_from(pbuild_t *b, const profile_t *p, const sample_t *smp, const uint64_t *location_ids,
                         size_t n, int sign);
+/* Labels (up to 2; n 0: none) that pb_sample_from gives every sample it copies from now on, in place of
+ * the sample's own of the same key: the process of each part of a merged profile (`run`). */
+void     pb_extra_labels(pbuild_t *b, const pb_label_t *labels, size_t n);
 /* Copies the whole of `p` in (locations and functions as they are): merging profiles is calling this
  * for each. */
 bool     pb_add_profile(pbuild_t *b, const profile_t *p, int sign);
@@ -241,9 +247,12 @@ typedef struct view_opts_s {
   regex_t     focus, ignore, fold;
   bool        has_focus, has_ignore, has_fold;
   bool        lines;            /* frames are "function file:line" */
+  bool        full_names;       /* --full-names: C++ names whole, not short (shortname.c) */
   bool        fold_std;         /* fold the allocator wrappers of C++ and common C helpers */
   long        rows;             /* -n: rows or stacks to show */
   bool        sort_cum;         /* --sort=cum */
+  bool        show_stderr;      /* top, tree --stderr: each row's standard error */
+  double      noise;            /* diff --noise K: changes within K standard errors are noise (2) */
   double      min_share;        /* tree: hide nodes below this fraction of the total */
   view_tag_t *tags;             /* --tag: only samples whose labels match */
   size_t      n_tags;
@@ -257,11 +266,16 @@ typedef struct view_opts_s {
 #define VIEW_OPT_SORT    0x105
 #define VIEW_OPT_FOLDSTD 0x106
 #define VIEW_OPT_TAG     0x107
+#define VIEW_OPT_STDERR  0x108
+#define VIEW_OPT_NOISE   0x109
+#define VIEW_OPT_FULLNAMES 0x10a
+#define VIEW_STDERR_OPTION {"stderr", no_argument, NULL, VIEW_OPT_STDERR}
 #define VIEW_LONG_OPTIONS \
   {"sample-index", required_argument, NULL, 's'}, {"focus", required_argument, NULL, VIEW_OPT_FOCUS}, \
   {"tag", required_argument, NULL, VIEW_OPT_TAG}, \
   {"ignore", required_argument, NULL, VIEW_OPT_IGNORE}, {"fold", required_argument, NULL, VIEW_OPT_FOLD}, \
   {"fold-alloc", no_argument, NULL, VIEW_OPT_FOLDSTD}, {"lines", no_argument, NULL, VIEW_OPT_LINES}, \
+  {"full-names", no_argument, NULL, VIEW_OPT_FULLNAMES}, \
   {"help", no_argument, NULL, 'h'}
 void view_opts_init(view_opts_t *o);
 void view_opts_free(view_opts_t *o);
@@ -274,6 +288,7 @@ typedef struct view_stack_s {
   uint32_t  depth;
   int64_t   value;
   int64_t   objects;             /* the matching count (inuse_objects for inuse_space, ...), or 0 */
+  double    var;                 /* the estimated variance of value (view_variance), 0 when unknown */
   size_t    sample;              /* its sample: p->sample[sample] */
 } view_stack_t;
 
@@ -282,7 +297,7 @@ typedef struct view_s {
   size_t       vi;               /* the sample type shown */
   const char  *type, *unit;
   bool         bytes;            /* unit is bytes */
-  char       **names;            /* frame names by id */
+  char       **names;            /* frame names by id, escaped (escape.c): safe to print as they are */
   bool        *named;            /* whether the name came from a symbol (not module+offset) */
   size_t       n_names, cap_names;
   view_stack_t *stacks;          /* one per sample that passed focus/ignore, with a nonzero value */
@@ -291,6 +306,7 @@ typedef struct view_s {
   int64_t      total_all;        /* over every sample, before focus/ignore */
   int64_t      named_leaf;       /* of total: stacks whose innermost frame is named */
   size_t       unnamed_frames;   /* frames (of kept stacks) shown as module+offset */
+  bool         has_var;          /* the profile gives what variances need (a rate, the paired type) */
   void        *priv;
 } view_t;
 
@@ -313,8 +329,23 @@ const char *view_value(const view_t *v, int64_t value, char *buf, size_t len);
 typedef struct view_site_s {
   uint32_t name;
   int64_t  flat, cum;
+  double   flat_var, cum_var;    /* their estimated variances (sums over the stacks) */
 } view_site_t;
 view_site_t *view_sites(const view_t *v, size_t *n);   /* one per name with a nonzero flat or cum */
+
+/* ---------------------------------------------------------------------------------------------------
+   "noise.c": the sampling noise of the estimates (variances, standard errors)
+--------------------------------------------------------------------------------------------------- */
+
+/* The sample type paired with the view's (X_objects for X_space, X_space for X_objects), or SIZE_MAX. */
+size_t      view_paired_index(const view_t *v);
+/* The estimated variance of sample smp's value at rate `rate` (the period; twice it for peak_*), with
+ * the value of the paired type `pair`: Var(B) = B s (1-p)/p, Var(N) = N (1-p)/p, s = B/N, p = 1 -
+ * exp(-s/R) (noise.c derives it); 0 when a value is not positive. */
+double      view_sample_variance(const view_t *v, size_t pair, double rate, const sample_t *smp);
+/* "\u00b11.23 MiB": the standard error for a variance, as view_value prints values ("?" when
+ * !v->has_var). */
+const char *view_stderr(const view_t *v, double var, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------------------------------
    "labels.c": --tag filters, the table of a label's values (top --by), amounts with units
@@ -358,9 +389,14 @@ typedef struct heap_totals_s {
   int64_t alloc_bytes;           /* sum of alloc_space */
   int64_t peak_bytes;            /* the peak comment's bytes, else the sum of peak_space */
   int64_t peak_ns;               /* when the peak was reached (CLOCK_REALTIME ns); 0 unknown */
-  int64_t start_ns;              /* time_nanos - duration_nanos: when the session started; 0 unknown */
+  int64_t start_ns;              /* when the session started (its end - duration_nanos); 0 unknown */
+  int64_t stopped_ns;            /* the stop comment's time: sampling stopped then (CLOCK_REALTIME ns);
+                                    0: it was running (or the profile does not say) */
 } heap_totals_t;
 void heap_totals(const profile_t *p, heap_totals_t *t);
+/* When in use reads more than the peak (both estimates: the peak from half of the samples), a line after
+ * `indent` that says why they disagree; nothing otherwise. */
+void heap_peak_note(FILE *f, const heap_totals_t *t, const char *indent);
 
 typedef struct tl_point_s {
   int64_t t_ns;                  /* CLOCK_REALTIME ns */
@@ -381,6 +417,9 @@ void heap_print_top_sites(FILE *f, const view_t *v, size_t rows, const char *ind
 /* The summary `run` prints: peak (and when, after start_ns; 0: not said), in use at exit, allocated,
  * the top three sites at the peak. */
 void heap_summary(FILE *f, const char *path, int64_t start_ns);
+/* `run --leak`: what is in use in the profile at path (its total bytes and objects), and up to `rows`
+ * sites holding it, largest first, with their shares of that total (allocator wrappers folded). */
+void heap_leaks(FILE *f, const char *path, size_t rows);
 
 /* ---------------------------------------------------------------------------------------------------
    "timeline.c", "timeline_svg.c": the heap over time as a chart
@@ -421,6 +460,7 @@ typedef struct ctree_node_s {
   int64_t  value;                /* of the stacks through this node */
   int64_t  self;                 /* of the stacks ending here */
   int64_t  objects;
+  double   var;                  /* the estimated variance of value */
 } ctree_node_t;
 
 typedef struct ctree_s {
@@ -452,6 +492,43 @@ int symbolize_file(const char *in, const char *out, const sym_opts_t *o);
 
 /* The demangled form of a C++ name (malloc'd), or NULL when `name` is not a mangled name. */
 char *tool_demangle(const char *name);
+/* A demangled C++ name made short (shortname.c: template arguments "<>", no parameters, qualifiers or
+ * return type), malloc'd; NULL when it stays as it is. */
+char *tool_short_name(const char *name);
+
+/* ---------------------------------------------------------------------------------------------------
+   "runtree.c": the profiles of the processes `run` started
+--------------------------------------------------------------------------------------------------- */
+
+typedef struct tree_dump_s {
+  char  path[PATH_MAX];
+  pid_t pid;
+  char  kind;                   /* f (final), i, u, s, p, m (mimalloc_prof(3), Automatic dumps) */
+  char  program[256];           /* tree_keep: the program's file name */
+  size_t samples;               /* tree_keep: its number of samples */
+} tree_dump_t;
+
+typedef struct tree_s {
+  glob_t       before;          /* the names there before the run */
+  bool         have_before;
+  tree_dump_t *dump;            /* the profiles the run wrote, by name */
+  size_t       n;
+} tree_t;
+
+/* Before the run: the profiles already under prefix (PREFIX.PID.SEQ.KIND.pb.gz); false on an error. */
+bool   tree_before(const char *prefix, tree_t *t);
+/* After it: those that are new (regular files only); false on an error. */
+bool   tree_after(const char *prefix, tree_t *t);
+void   tree_free(tree_t *t);
+size_t tree_finals(const tree_t *t);
+/* The program a profile was written by: its first mapping's file name ("unknown" without one). */
+void   tree_program(const profile_t *p, char *buf, size_t len);
+/* The final profiles as one, written to out, each sample labelled process and pid (main_pid's header
+ * first); 0, or -1 with a message in err. */
+int    tree_merge(const tree_t *t, pid_t main_pid, const char *out, char *err, size_t err_len);
+/* Symbolizes every profile (unless so is NULL; summaries for the final ones) and, when rename_them,
+ * renames each to PREFIX.PROGRAM.PID.SEQ.KIND.pb.gz (never replacing a name). */
+void   tree_keep(tree_t *t, const char *prefix, bool rename_them, const sym_opts_t *so);
 
 /* ---------------------------------------------------------------------------------------------------
    "client.c": the control socket of a running process (ctl, top PID, ps, serve)
@@ -487,7 +564,12 @@ int64_t ctl_timeout_ms(void);
  * one asked (SO_PEERCRED: another process, or another user unless we are root).  Messages carry no text
  * from the process but escaped (escape.c). */
 int  ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, size_t err_len);
+/* Whether an exchange that failed (ctl_request's -1) found the socket with no process listening on it
+ * (ECONNREFUSED): a socket left behind. */
+bool ctl_request_refused(void);
 void ctl_reply_free(ctl_reply_t *r);
+/* The number of the "key value" line named key in an ok reply's data; false when there is none. */
+bool ctl_reply_number(const ctl_reply_t *r, const char *key, uint64_t *value);
 /* An error reply for people, escaped: "sampling is on already (EALREADY)". */
 const char *ctl_reply_error(const ctl_reply_t *r, char *buf, size_t len);
 /* Takes a heap profile of pid into path (written beside it, then renamed) and symbolizes it unless

@@ -17,7 +17,8 @@
 
 static const char usage[] =
   "usage: mimalloc-prof top [-n ROWS] [-s TYPE] [--sort flat|cum] [--focus RE] [--ignore RE]\n"
-  "                         [--fold RE] [--fold-alloc] [--lines] [--tag KEY=VALUE]...\n"
+  "                         [--fold RE] [--fold-alloc] [--lines] [--full-names] [--tag KEY=VALUE]...\n"
+  "                         [--stderr]\n"
   "                         [--by LABEL | --temporary[=DURATION]] [--no-symbolize] [--timeout SECONDS]\n"
   "                         FILE|PID\n"
   "Print the allocation sites of a heap profile, largest first (ROWS, default 20); given the ID of a\n"
@@ -29,6 +30,8 @@ static const char usage[] =
   "  --fold RE                charge innermost frames matching RE to their callers\n"
   "  --fold-alloc             the same for operator new, std::allocator, xmalloc-style helpers\n"
   "  --lines                  one site per source line (function file:line)\n"
+  "  --full-names             C++ names whole (default: short, std::vector<>::push_back)\n"
+  "  --stderr                 each value's standard error (sampling noise), from the rate and counts\n"
   "  --tag KEY=VALUE          only samples labelled so: thread=NAME, bytes=1k-64k, lifetime=-1ms, ...\n"
   "  --by LABEL               a table of the label's values instead: thread, size, process, or any key\n"
   "  --temporary[=DURATION]   sites by the bytes freed within DURATION of their allocation (default\n"
@@ -73,6 +76,13 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   if (v->total != 0) printf("%.1f%% of it allocated at named sites\n", share(v->named_leaf, v->total));
   heap_totals_t t;
   heap_totals(v->p, &t);
+  if (t.stopped_ns != 0) {
+    printf("sampling is stopped");
+    if (v->p->time_nanos >= t.stopped_ns)
+      printf(" (%s before this profile was written)",
+             tool_duration(v->p->time_nanos - t.stopped_ns, when, sizeof when));
+    printf(": what it shows was sampled until then\n");
+  }
   if (!t.has_inuse) return;
   printf("heap: %s in use when written", tool_bytes(t.inuse_bytes, a, sizeof a));
   if (t.has_peak) {
@@ -82,8 +92,11 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   }
   if (t.has_alloc) printf(", %s allocated", tool_bytes(t.alloc_bytes, c, sizeof c));
   printf("\n");
-  /* within one sample's weight (at least the period): estimates move by whole samples */
-  int64_t slack = v->p->period > 0 ? v->p->period : 0;
+  heap_peak_note(stdout, &t, "");
+  /* give or take one sample's weight (the period: estimates move by whole samples) and 2% of the peak
+   * (the recorded peak is the half-B estimate at half A's highest point, which can come a sample or two
+   * before the true top: a program at exactly a tenth reads either side of it) */
+  int64_t slack = tool_add(v->p->period > 0 ? v->p->period : 0, t.peak_bytes / 50);
   bool small = t.has_peak && t.peak_bytes > 0 && t.inuse_bytes <= tool_add(t.peak_bytes / 10, slack);
   if (small && strncmp(v->type, "peak_", 5) != 0)
     printf("(in use when written is a tenth of the peak or less: -s peak_space shows the sites at the "
@@ -268,21 +281,36 @@ static void print_sites(const view_t *v, const view_opts_t *o, const profile_t *
   size_t n;
   view_site_t *sites = view_sites(v, &n);
   qsort(sites, n, sizeof *sites, o->sort_cum ? by_cum : by_flat);
-  printf("%10s %6s %6s %10s %6s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "function");
+  /* --stderr: each value's standard error beside it ("\u00b1" is two bytes, one column: widths + 1) */
+  if (o->show_stderr)
+    printf("%10s %11s %6s %6s %10s %11s %6s  %s\n", "flat", "stderr", "flat%", "sum%", "cum", "stderr",
+           "cum%", "function");
+  else
+    printf("%10s %6s %6s %10s %6s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "function");
   int64_t sum = 0;
   size_t unnamed = 0;
   for (size_t i = 0; i < n && (long)i < o->rows; i++) {
-    char flat[32], cum[32];
+    char flat[32], cum[32], fse[40], cse[40];
     sum = tool_add(sum, sites[i].flat);
     unnamed += !v->named[sites[i].name];
-    printf("%10s %5.1f%% %5.1f%% %10s %5.1f%%  ", view_value(v, sites[i].flat, flat, sizeof flat),
-           share(sites[i].flat, v->total), share(sum, v->total), view_value(v, sites[i].cum, cum, sizeof cum),
-           share(sites[i].cum, v->total));
+    view_value(v, sites[i].flat, flat, sizeof flat);
+    view_value(v, sites[i].cum, cum, sizeof cum);
+    if (o->show_stderr)
+      printf("%10s %12s %5.1f%% %5.1f%% %10s %12s %5.1f%%  ", flat,
+             view_stderr(v, sites[i].flat_var, fse, sizeof fse), share(sites[i].flat, v->total),
+             share(sum, v->total), cum, view_stderr(v, sites[i].cum_var, cse, sizeof cse),
+             share(sites[i].cum, v->total));
+    else
+      printf("%10s %5.1f%% %5.1f%% %10s %5.1f%%  ", flat, share(sites[i].flat, v->total),
+             share(sum, v->total), cum, share(sites[i].cum, v->total));
     const char *name = v->names[sites[i].name];
     tool_write_escaped(stdout, name, strlen(name), false);
     putchar('\n');
   }
   if (n > (size_t)o->rows) printf("(%zu more sites; -n %zu shows all)\n", n - (size_t)o->rows, n);
+  if (o->show_stderr && !v->has_var)
+    printf("(stderr: the profile has no sample rate, or no %s type to pair with %s: not known)\n",
+           v->bytes ? "objects" : "space", v->type);
   view_hint(v, o, stdout);
   if (unnamed != 0 && !symbolized(p) && live)
     printf("(module+offset: no name in the profile yet; without --no-symbolize they are named)\n");
@@ -297,7 +325,7 @@ int cmd_top(int argc, char **argv)
 {
   enum { OPT_NOSYM = 0x200, OPT_BY, OPT_TEMPORARY };
   static const struct option opts[] = {VIEW_LONG_OPTIONS, {"sort", required_argument, NULL, VIEW_OPT_SORT},
-                                       {"no-symbolize", no_argument, NULL, OPT_NOSYM},
+                                       {"no-symbolize", no_argument, NULL, OPT_NOSYM}, VIEW_STDERR_OPTION,
                                        {"by", required_argument, NULL, OPT_BY},
                                        {"temporary", optional_argument, NULL, OPT_TEMPORARY},
                                        CTL_TIMEOUT_LONG_OPTION, {NULL, 0, NULL, 0}};

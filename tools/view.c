@@ -3,13 +3,22 @@
  *
  * A location gives one frame per Line (inlined functions first, as pprof orders them), named by its
  * Function's name (demangled when it is still a mangled C++ name), else "module+0xOFFSET" (offset in
- * the file).  Options, in the order they apply:
- *   --fold RE, --fold-alloc  innermost frames matching are dropped, so what allocator wrappers
- *                            allocate is charged to their callers (one frame is always kept);
+ * the file).  What applies, in this order, the same for every report:
+ *   drop_frames, keep_frames  the profile's own: as go tool pprof does (its profile.Prune), a location
+ *                            line whose function name (up to its first '(' that is not part of
+ *                            "(anonymous namespace)" or "operator()") matches ^(drop_frames)$ and not
+ *                            ^(keep_frames)$ is dropped with everything it called; scanning a stack from
+ *                            the outermost frame, the first such location after a frame that does not
+ *                            match is where the stack is cut (a matching location's inner lines go
+ *                            wherever the location is: pprof trims them in the profile);
+ *   --fold RE, --fold-alloc  innermost frames whose function name matches are dropped, so what allocator
+ *                            wrappers allocate is charged to their callers (one frame is always kept);
  *   --focus RE               only stacks with a frame matching RE;
  *   --ignore RE              no stacks with a frame matching RE;
  *   --tag KEY=VALUE          only samples whose labels match (labels.c).
- * Regular expressions are POSIX extended ones, matched anywhere in the frame's name.
+ * Regular expressions are POSIX extended ones, matched anywhere in a name: --fold and --fold-alloc see
+ * the function's whole name (demangled; not short, not "function file:line"), --focus and --ignore that
+ * or the frame's name as shown, so the short and the line views keep what the full view shows.
  */
 #include "tool.h"
 
@@ -41,6 +50,12 @@ static const char fold_std_re[] =
 #define NAMES_FLOOR   ((uint64_t)16 << 20) /* distinct frame names: 16 MiB + 16 S */
 #define NAMES_RATIO   16
 #define MATCH_MAX     4096                 /* regular expressions see this much of a name */
+#define DROP_RE_MAX   4096                 /* longer drop_frames/keep_frames are ignored (hostile) */
+
+/* What drop_frames makes of a location (go tool pprof's profile.Prune): nothing, "prune beneath" (a
+ * line matched: the lines inside it are gone, and a stack is cut below it), or "prune" (its outermost
+ * line matched: a stack is cut above it). */
+enum { LOC_USER = 0, LOC_BENEATH = 1, LOC_PRUNE = 2 };
 
 typedef struct line_name_s {
   size_t   fn;                   /* function position + 1; 0: an empty slot */
@@ -54,14 +69,18 @@ typedef struct view_priv_s {
   uint32_t  *name_len;           /* by name id */
   uint64_t   size;               /* the profile's, encoded */
   uint64_t   name_bytes, max_name_bytes;
-  uint32_t  *fn_name;            /* by function position: its name + 1, 0 until named */
+  uint32_t  *fn_name;            /* by function position: its name as shown + 1, 0 until named */
+  uint32_t  *fn_full;            /* by function position, once named: its full name (demangled) */
+  bool       full_names;         /* --full-names: C++ names are shown whole */
   const char **fn_file;          /* by function position, once named: its file's last two components */
   line_name_t *line_names;       /* --lines: the name of each (function, line), open addressing */
   size_t     n_line_names, cap_line_names;
   const char **map_base;         /* by mapping position: its file name without directories */
   uint32_t **loc_frames;         /* by location position */
+  uint32_t **loc_fns;            /* the same frames' function names (with --lines: without file:line) */
   uint32_t  *loc_depth;
-  uint32_t  *scratch;            /* one stack's frames while it is built */
+  unsigned char *loc_drop;       /* by location position: LOC_USER, LOC_BENEATH or LOC_PRUNE */
+  uint32_t  *scratch, *scratch_fn; /* one stack's frames while it is built */
   size_t     scratch_cap;
   unsigned char *fold_match, *fold_std_match, *focus_match, *ignore_match;   /* by name id: 0 not tried,
                                                                                1 no match, 2 a match */
@@ -75,6 +94,7 @@ void view_opts_init(view_opts_t *o)
   memset(o, 0, sizeof *o);
   o->rows = 20;
   o->min_share = 0.01;
+  o->noise = 2;
 }
 
 void view_opts_free(view_opts_t *o)
@@ -112,6 +132,16 @@ int view_option(view_opts_t *o, int c, const char *arg)
   case VIEW_OPT_FOLDSTD: o->fold_std = true; return 0;
   case VIEW_OPT_TAG: return view_tag_option(o, arg);
   case VIEW_OPT_LINES: o->lines = true; return 0;
+  case VIEW_OPT_FULLNAMES: o->full_names = true; return 0;
+  case VIEW_OPT_STDERR: o->show_stderr = true; return 0;
+  case VIEW_OPT_NOISE: {
+    char *end;
+    double k = strtod(arg, &end);
+    if (end == arg || *end != '\0' || !(k >= 0 && k <= 1000))
+      return tool_usage_error("--noise '%s': expected a number of standard errors from 0 to 1000", arg);
+    o->noise = k;
+    return 0;
+  }
   case VIEW_OPT_SORT:
     if (strcmp(arg, "flat") == 0) o->sort_cum = false;
     else if (strcmp(arg, "cum") == 0) o->sort_cum = true;
@@ -125,8 +155,18 @@ int view_option(view_opts_t *o, int c, const char *arg)
    Frame names
 --------------------------------------------------------------------------------------------------- */
 
-/* The id of `name` (a new one when it is new); UINT32_MAX when the names would pass their limit. */
-static uint32_t name_id(view_t *v, const char *name, bool named)
+/* Whether `s` holds a byte a terminal might act on (escape.c): a control or a byte above 0x7f. */
+static bool needs_escape(const char *s)
+{
+  for (const unsigned char *u = (const unsigned char *)s; *u != '\0'; u++) {
+    if (*u < 0x20 || *u >= 0x7f) return true;
+  }
+  return false;
+}
+
+/* The id of `name` as it is (a new one when it is new); UINT32_MAX when the names would pass their
+ * limit. */
+static uint32_t name_id_raw(view_t *v, const char *name, bool named)
 {
   view_priv_t *pv = v->priv;
   if ((v->n_names + 1) * 2 > pv->cap) {
@@ -168,6 +208,20 @@ static uint32_t name_id(view_t *v, const char *name, bool named)
   return (uint32_t)v->n_names++;
 }
 
+/* The id of `name`, kept escaped (escape.c: escaping twice changes nothing), so that every report can
+ * print the names as they are, safe on a terminal. */
+static uint32_t name_id(view_t *v, const char *name, bool named)
+{
+  if (!needs_escape(name)) return name_id_raw(v, name, named);
+  size_t len = strlen(name), cap = len * 4 + 1;    /* \xHH for a byte, at most */
+  char *safe = malloc(cap);
+  if (safe == NULL) abort();
+  tool_escape(safe, cap, name, len, false);
+  uint32_t id = name_id_raw(v, safe, named);
+  free(safe);
+  return id;
+}
+
 /* The last two components of a path (Objects/listobject.c), enough to tell files apart. */
 static const char *short_path(const char *path)
 {
@@ -178,14 +232,21 @@ static const char *short_path(const char *path)
   return p > path ? p : path;
 }
 
-/* A function's name: demangled when it is still a mangled C++ name, else its system name, else "?". */
-static uint32_t function_name(view_t *v, const function_t *f)
+/* A function's name as shown (shortname.c: C++ names short, unless --full-names), and its full name
+ * (*full: demangled when it is still a mangled C++ name, else its system name, else "?"), which --fold,
+ * --fold-alloc, --focus and --ignore see. */
+static uint32_t function_name(view_t *v, const function_t *f, uint32_t *full)
 {
+  view_priv_t *pv = v->priv;
   const char *name = pstr(v->p, f->name);
   if (name[0] == '\0') name = pstr(v->p, f->system_name);
   char *demangled = name[0] == '_' && name[1] == 'Z' ? tool_demangle(name) : NULL;
   if (demangled != NULL) name = demangled;
-  uint32_t id = name_id(v, name[0] != '\0' ? name : "?", true);
+  if (name[0] == '\0') name = "?";
+  *full = name_id(v, name, true);
+  char *shown = pv->full_names || *full == UINT32_MAX ? NULL : tool_short_name(name);
+  uint32_t id = shown != NULL ? name_id(v, shown, true) : *full;
+  free(shown);
   free(demangled);
   return id;
 }
@@ -193,18 +254,21 @@ static uint32_t function_name(view_t *v, const function_t *f)
 /* The frame name of a location's line: its function's name, or with --lines (when the function names
  * its file) "function file:line".  Each is made once per function, and per function and line: a
  * function named by many lines is demangled, and its file's path shortened, once. */
-static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bool with_lines)
+static uint32_t line_frame(view_t *v, const pindex_t *ix, const line_t *line, bool with_lines,
+                           uint32_t *fn_name)
 {
   view_priv_t *pv = v->priv;
   size_t fi = pindex_function_pos(ix, line->function_id);
-  if (fi == SIZE_MAX) return name_id(v, "?", true);
+  if (fi == SIZE_MAX) return *fn_name = name_id(v, "?", true);
   const function_t *f = v->p->function[fi];
   if (pv->fn_name[fi] == 0) {
-    uint32_t id = function_name(v, f);
-    if (id == UINT32_MAX) return id;
+    uint32_t full, id = function_name(v, f, &full);
+    if (id == UINT32_MAX || full == UINT32_MAX) return UINT32_MAX;
     pv->fn_name[fi] = id + 1;
+    pv->fn_full[fi] = full;
     pv->fn_file[fi] = short_path(pstr(v->p, f->filename));
   }
+  *fn_name = pv->fn_full[fi];
   if (!with_lines || pv->fn_file[fi][0] == '\0') return pv->fn_name[fi] - 1;
   if ((pv->n_line_names + 1) * 2 > pv->cap_line_names) {
     size_t cap = pv->cap_line_names ? pv->cap_line_names * 2 : 1024;
@@ -264,26 +328,145 @@ static bool name_locations(view_t *v, const pindex_t *ix, bool with_lines)
   const profile_t *p = v->p;
   view_priv_t *pv = v->priv;
   pv->loc_frames = calloc(p->n_location + 1, sizeof *pv->loc_frames);
+  pv->loc_fns = calloc(p->n_location + 1, sizeof *pv->loc_fns);
   pv->loc_depth = calloc(p->n_location + 1, sizeof *pv->loc_depth);
   pv->fn_name = calloc(p->n_function + 1, sizeof *pv->fn_name);
+  pv->fn_full = calloc(p->n_function + 1, sizeof *pv->fn_full);
   pv->fn_file = calloc(p->n_function + 1, sizeof *pv->fn_file);
   pv->map_base = calloc(p->n_mapping + 1, sizeof *pv->map_base);
-  if (pv->loc_frames == NULL || pv->loc_depth == NULL || pv->fn_name == NULL || pv->fn_file == NULL ||
-      pv->map_base == NULL)
+  if (pv->loc_frames == NULL || pv->loc_fns == NULL || pv->loc_depth == NULL || pv->fn_name == NULL ||
+      pv->fn_full == NULL || pv->fn_file == NULL || pv->map_base == NULL)
     abort();
   for (size_t i = 0; i < p->n_location; i++) {
     const location_t *l = p->location[i];
     uint32_t depth = l->n_line ? (uint32_t)l->n_line : 1;
-    uint32_t *frames = malloc(depth * sizeof *frames);
-    if (frames == NULL) abort();
+    uint32_t *frames = malloc(depth * sizeof *frames), *fns = malloc(depth * sizeof *fns);
+    if (frames == NULL || fns == NULL) abort();
     pv->loc_frames[i] = frames;
+    pv->loc_fns[i] = fns;
     pv->loc_depth[i] = depth;
     for (uint32_t k = 0; k < depth; k++) {
-      frames[k] = l->n_line == 0 ? address_frame(v, ix, l) : line_frame(v, ix, l->line[k], with_lines);
+      if (l->n_line == 0) frames[k] = fns[k] = address_frame(v, ix, l);
+      else frames[k] = line_frame(v, ix, l->line[k], with_lines, &fns[k]);
       if (frames[k] == UINT32_MAX) return false;
     }
   }
   return true;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   drop_frames and keep_frames
+--------------------------------------------------------------------------------------------------- */
+
+/* "^(" RE ")$" compiled (as go tool pprof anchors them); false when `re` is empty, or not a POSIX
+ * extended regular expression (then the profile's expression is ignored, as pprof ignores one it cannot
+ * compile), or one a hostile profile could make costly: longer than DROP_RE_MAX, or with an interval
+ * ('{': glibc's regcomp copies the repeated part, so nested intervals grow exponentially) or a
+ * back-reference (regexec is exponential with them).  The library's expression has neither. */
+static bool compile_frames_re(regex_t *out, const char *re)
+{
+  size_t len = strlen(re);
+  if (len == 0 || len > DROP_RE_MAX || strchr(re, '{') != NULL) return false;
+  for (const char *bs = strchr(re, '\\'); bs != NULL; bs = strchr(bs + 2, '\\')) {
+    if (bs[1] >= '1' && bs[1] <= '9') return false;
+    if (bs[1] == '\0') break;
+  }
+  char *anchored = malloc(len + 5);
+  if (anchored == NULL) abort();
+  snprintf(anchored, len + 5, "^(%s)$", re);
+  bool ok = regcomp(out, anchored, REG_EXTENDED | REG_NOSUB) == 0;
+  free(anchored);
+  return ok;
+}
+
+/* pprof's simplifyFunc: the name up to its first '(' that does not begin "(anonymous namespace)" and is
+ * not the one of "operator()" (a leading '.' of the PPC64 ELFv1 ABI left out); its length, from *start. */
+static size_t simple_name_len(const char *name, const char **start)
+{
+  if (name[0] == '.') name++;
+  *start = name;
+  static const char anon[] = "(anonymous namespace)", call[] = "operator()";
+  size_t i = 0;
+  while (name[i] != '\0') {
+    if (strncmp(name + i, anon, sizeof anon - 1) == 0) i += sizeof anon - 1;
+    else if (strncmp(name + i, call, sizeof call - 1) == 0) i += sizeof call - 1;
+    else if (name[i] == '(') break;
+    else i++;
+  }
+  return i;
+}
+
+/* Whether function `id` is one drop_frames drops (once per function: memo by position, 0 not tried, 1 no,
+ * 2 yes). */
+static bool drops_function(const view_t *v, const pindex_t *ix, const regex_t *drop, const regex_t *keep,
+                           unsigned char *memo, uint64_t id)
+{
+  size_t fi = pindex_function_pos(ix, id);
+  if (fi == SIZE_MAX) return false;
+  if (memo[fi] == 0) {
+    const char *start, *name = pstr(v->p, v->p->function[fi]->name);
+    size_t len = simple_name_len(name, &start);
+    regmatch_t range = {0, (regoff_t)(len < MATCH_MAX ? len : MATCH_MAX)};
+    bool drop_it = name[0] != '\0' && len <= MATCH_MAX && regexec(drop, start, 1, &range, REG_STARTEND) == 0;
+    if (drop_it && keep != NULL) {
+      range = (regmatch_t){0, (regoff_t)len};
+      drop_it = regexec(keep, start, 1, &range, REG_STARTEND) != 0;
+    }
+    memo[fi] = drop_it ? 2 : 1;
+  }
+  return memo[fi] == 2;
+}
+
+/* Marks each location LOC_USER, LOC_BENEATH or LOC_PRUNE by the profile's drop_frames and keep_frames,
+ * and takes a LOC_BENEATH location's lines inside its outermost matching line away (pprof's Prune). */
+static void drop_locations(view_t *v, const pindex_t *ix)
+{
+  const profile_t *p = v->p;
+  view_priv_t *pv = v->priv;
+  pv->loc_drop = calloc(p->n_location + 1, 1);
+  if (pv->loc_drop == NULL) abort();
+  regex_t drop, keep;
+  if (!compile_frames_re(&drop, pstr(p, p->drop_frames))) return;
+  bool has_keep = compile_frames_re(&keep, pstr(p, p->keep_frames));
+  unsigned char *memo = calloc(p->n_function + 1, 1);
+  if (memo == NULL) abort();
+  for (size_t i = 0; i < p->n_location; i++) {
+    const location_t *l = p->location[i];
+    size_t k = l->n_line;
+    while (k-- > 0) {
+      if (drops_function(v, ix, &drop, has_keep ? &keep : NULL, memo, l->line[k]->function_id)) break;
+    }
+    if (k == SIZE_MAX) continue;
+    if (k + 1 == l->n_line) {
+      pv->loc_drop[i] = LOC_PRUNE;
+      continue;
+    }
+    pv->loc_drop[i] = LOC_BENEATH;
+    size_t keep_n = pv->loc_depth[i] - (k + 1);
+    memmove(pv->loc_frames[i], pv->loc_frames[i] + k + 1, keep_n * sizeof *pv->loc_frames[i]);
+    memmove(pv->loc_fns[i], pv->loc_fns[i] + k + 1, keep_n * sizeof *pv->loc_fns[i]);
+    pv->loc_depth[i] = (uint32_t)keep_n;
+  }
+  free(memo);
+  regfree(&drop);
+  if (has_keep) regfree(&keep);
+}
+
+/* The first of sample smp's locations (innermost first) that its stack keeps: scanning from the
+ * outermost, the first LOC_PRUNE location after a LOC_USER one is cut with all inside it, a LOC_BENEATH
+ * one is kept with what it holds but not what it called; before any LOC_USER, nothing is cut (pprof:
+ * "to avoid pruning everything"). */
+static size_t first_kept(const view_t *v, const pindex_t *ix, const sample_t *smp)
+{
+  view_priv_t *pv = v->priv;
+  bool user = false;
+  for (size_t k = smp->n_location_id; k-- > 0;) {
+    size_t pos = pindex_location_pos(ix, smp->location_id[k]);
+    unsigned char d = pos == SIZE_MAX ? LOC_USER : pv->loc_drop[pos];
+    if (d == LOC_USER) user = true;
+    else if (user) return d == LOC_PRUNE ? k + 1 : k;
+  }
+  return 0;
 }
 
 /* Whether the name matches (regular expressions see its first MATCH_MAX bytes: glibc's regexec takes
@@ -382,16 +565,18 @@ static size_t expand(view_t *v, const pindex_t *ix, const sample_t *smp)
 {
   view_priv_t *pv = v->priv;
   size_t depth = 0;
-  for (size_t k = 0; k < smp->n_location_id; k++) {
+  for (size_t k = first_kept(v, ix, smp); k < smp->n_location_id; k++) {
     size_t pos = pindex_location_pos(ix, smp->location_id[k]);
     if (pos == SIZE_MAX) continue;
     if (pv->loc_depth[pos] > PROFILE_MAX_FRAMES - depth) return SIZE_MAX;
     if (depth + pv->loc_depth[pos] > pv->scratch_cap) {
       pv->scratch_cap = (depth + pv->loc_depth[pos]) * 2 + 64;
       pv->scratch = realloc(pv->scratch, pv->scratch_cap * sizeof *pv->scratch);
-      if (pv->scratch == NULL) abort();
+      pv->scratch_fn = realloc(pv->scratch_fn, pv->scratch_cap * sizeof *pv->scratch_fn);
+      if (pv->scratch == NULL || pv->scratch_fn == NULL) abort();
     }
     memcpy(pv->scratch + depth, pv->loc_frames[pos], pv->loc_depth[pos] * sizeof *pv->scratch);
+    memcpy(pv->scratch_fn + depth, pv->loc_fns[pos], pv->loc_depth[pos] * sizeof *pv->scratch_fn);
     depth += pv->loc_depth[pos];
   }
   return depth;
@@ -420,7 +605,9 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
   pv->max_name_bytes = scaled(NAMES_FLOOR, NAMES_RATIO, size, UINT64_MAX);
   pindex_t ix;
   pindex_init(&ix, p);
+  pv->full_names = o->full_names;
   bool named = name_locations(v, &ix, o->lines);
+  if (named) drop_locations(v, &ix);
   pv->fold_match = calloc(v->n_names + 1, 1);
   pv->fold_std_match = calloc(v->n_names + 1, 1);
   pv->focus_match = calloc(v->n_names + 1, 1);
@@ -429,7 +616,9 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
   if (pv->fold_match == NULL || pv->fold_std_match == NULL || pv->focus_match == NULL ||
       pv->ignore_match == NULL || v->stacks == NULL)
     abort();
-  size_t oi = objects_index(v);
+  size_t oi = objects_index(v), pair = view_paired_index(v);
+  double rate = (double)p->period * (strncmp(v->type, "peak_", 5) == 0 ? 2 : 1);
+  v->has_var = p->period > 0 && pair != SIZE_MAX;
   for (size_t s = 0; named && s < p->n_sample; s++) {
     const sample_t *smp = p->sample[s];
     if (v->vi >= smp->n_value || smp->value[v->vi] == 0) continue;
@@ -440,7 +629,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
       snprintf(pv->over, sizeof pv->over, "a stack of more than %zu frames", PROFILE_MAX_FRAMES);
       break;
     }
-    uint32_t *frames = pv->scratch;
+    uint32_t *frames = pv->scratch, *fns = pv->scratch_fn;
     frames_all += depth;
     for (size_t k = 0; k < depth; k++) text += pv->name_len[frames[k]] + 1;
     if (frames_all > max_frames || text > max_text) {
@@ -449,12 +638,17 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
                frames_all > max_frames ? "frames" : "bytes of frame names", (unsigned long long)size);
       break;
     }
-    while (depth > 1 && folds(v, o, frames[0])) {
+    while (depth > 1 && folds(v, o, fns[0])) {
       frames++;
+      fns++;
       depth--;
     }
-    if (o->has_focus && !any_matches(v, &o->focus, pv->focus_match, frames, depth)) continue;
-    if (o->has_ignore && any_matches(v, &o->ignore, pv->ignore_match, frames, depth)) continue;
+    if (o->has_focus && !any_matches(v, &o->focus, pv->focus_match, frames, depth) &&
+        !any_matches(v, &o->focus, pv->focus_match, fns, depth))
+      continue;
+    if (o->has_ignore && (any_matches(v, &o->ignore, pv->ignore_match, frames, depth) ||
+                          any_matches(v, &o->ignore, pv->ignore_match, fns, depth)))
+      continue;
     if (o->n_tags != 0 && !view_tags_match(p, smp, o->tags, o->n_tags)) continue;
     view_stack_t *st = &v->stacks[v->n_stacks++];
     st->frames = malloc((depth ? depth : 1) * sizeof *st->frames);
@@ -464,6 +658,7 @@ int view_build(view_t *v, const profile_t *p, const view_opts_t *o)
     st->value = value;
     st->sample = s;
     st->objects = oi != SIZE_MAX && oi < smp->n_value ? smp->value[oi] : 0;
+    st->var = v->has_var ? view_sample_variance(v, pair, rate, smp) : 0;
     v->total = tool_add(v->total, value);
     if (depth > 0 && v->named[frames[0]]) v->named_leaf = tool_add(v->named_leaf, value);
     for (size_t k = 0; k < depth; k++) v->unnamed_frames += !v->named[frames[k]];
@@ -480,15 +675,20 @@ void view_free(view_t *v)
   view_priv_t *pv = v->priv;
   if (pv != NULL) {
     for (size_t i = 0; pv->loc_frames != NULL && i < v->p->n_location; i++) free(pv->loc_frames[i]);
+    for (size_t i = 0; pv->loc_fns != NULL && i < v->p->n_location; i++) free(pv->loc_fns[i]);
     free(pv->loc_frames);
+    free(pv->loc_fns);
+    free(pv->loc_drop);
     free(pv->loc_depth);
     free(pv->slot);
     free(pv->name_len);
     free(pv->fn_name);
+    free(pv->fn_full);
     free(pv->fn_file);
     free(pv->line_names);
     free(pv->map_base);
     free(pv->scratch);
+    free(pv->scratch_fn);
     free(pv->fold_match);
     free(pv->fold_std_match);
     free(pv->focus_match);
@@ -529,26 +729,35 @@ void view_hint(const view_t *v, const view_opts_t *o, FILE *f)
 view_site_t *view_sites(const view_t *v, size_t *n)
 {
   int64_t *flat = calloc(v->n_names + 1, sizeof *flat), *cum = calloc(v->n_names + 1, sizeof *cum);
+  double *flat_var = calloc(v->n_names + 1, sizeof *flat_var);
+  double *cum_var = calloc(v->n_names + 1, sizeof *cum_var);
   size_t *last = calloc(v->n_names + 1, sizeof *last);
-  if (flat == NULL || cum == NULL || last == NULL) abort();
+  if (flat == NULL || cum == NULL || flat_var == NULL || cum_var == NULL || last == NULL) abort();
   for (size_t s = 0; s < v->n_stacks; s++) {
     const view_stack_t *st = &v->stacks[s];
-    if (st->depth > 0) flat[st->frames[0]] = tool_add(flat[st->frames[0]], st->value);
+    if (st->depth > 0) {
+      flat[st->frames[0]] = tool_add(flat[st->frames[0]], st->value);
+      flat_var[st->frames[0]] += st->var;
+    }
     for (size_t k = 0; k < st->depth; k++) {
       uint32_t id = st->frames[k];
       if (last[id] == s + 1) continue;       /* a recursive function counts once per stack */
       last[id] = s + 1;
       cum[id] = tool_add(cum[id], st->value);
+      cum_var[id] += st->var;
     }
   }
   view_site_t *sites = malloc((v->n_names + 1) * sizeof *sites);
   if (sites == NULL) abort();
   *n = 0;
   for (size_t i = 0; i < v->n_names; i++) {
-    if (flat[i] != 0 || cum[i] != 0) sites[(*n)++] = (view_site_t){(uint32_t)i, flat[i], cum[i]};
+    if (flat[i] != 0 || cum[i] != 0)
+      sites[(*n)++] = (view_site_t){(uint32_t)i, flat[i], cum[i], flat_var[i], cum_var[i]};
   }
   free(flat);
   free(cum);
+  free(flat_var);
+  free(cum_var);
   free(last);
   return sites;
 }

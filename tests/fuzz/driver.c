@@ -10,7 +10,7 @@
  *   - a crash or a sanitizer's report (built with -fsanitize=address,undefined where configure found
  *     them working: --enable-fuzz-sanitizers);
  *   - an input that takes more than -t SECONDS of CPU (default 2, times 5 under the sanitizers, which
- *     make the code 2 to 4 times slower);
+ *     make the code 2 to 4 times slower, and times MPROF_FUZZ_TIME_FACTOR when set, for an emulator);
  *   - an input that makes the command allocate more than -m MIB at once (default 200): counted from the
  *     allocator's hooks under AddressSanitizer, else by malloc and its family defined here, over glibc's
  *     __libc_malloc (RLIMIT_AS, which AddressSanitizer's shadow memory rules out, is set too without it).
@@ -491,6 +491,8 @@ int main(int argc, char **argv)
     }
   }
   time_bound = t_bound * (SANITIZED ? 5 : 1);
+  const char *factor = getenv("MPROF_FUZZ_TIME_FACTOR");   /* an emulator's slowness (cross-test.sh) */
+  if (factor != NULL && strtod(factor, NULL) >= 1) time_bound *= strtod(factor, NULL);
   mem_bound = (size_t)mib << 20;
   rng = seed ? seed : 1;
   snprintf(save_path, sizeof save_path, "%s/%s-failed", outdir, MPROF_FUZZ_TARGET);

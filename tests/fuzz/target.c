@@ -1,12 +1,13 @@
 /* target.c - the fuzz targets of the mimalloc-prof command: one per entry point that reads a profile.
  * Compiled once per target, named by MPROF_FUZZ_TARGET:
  *   decode     profile_read (gzip-compressed or not), then every lookup by id the commands make
- *   top        top FILE, top --lines --fold-alloc --sort cum -s alloc_space --focus . FILE, and the label
- *              and lifetime views: top --by thread --tag bytes=1-1m FILE, top --temporary FILE
- *   tree       tree FILE, and tree --callees --min 0 --lines FILE
+ *   top        top FILE, top --lines --fold-alloc --sort cum -s alloc_space --focus . --stderr FILE, and
+ *              the label and lifetime views: top --by thread --tag bytes=1-1m FILE, top --temporary FILE
+ *   tree       tree FILE, and tree --callees --min 0 --lines --stderr --full-names FILE
  *   flame      flame -o /dev/null FILE
  *   folded     folded FILE
- *   diff       diff BASE NEW, of the two profiles the input holds (see split())
+ *   diff       diff BASE NEW, and diff --sort cum --lines --noise 3 BASE NEW, of the two profiles the
+ *              input holds (see split())
  *   merge      merge -o /dev/null A B, likewise
  *   symbolize  symbolize -q -o /dev/null FILE, with no debuginfod and files that do not exist
  *   timeline   timeline FILE, and timeline -o /dev/null FILE (the SVG)
@@ -120,18 +121,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   } else if (strcmp(target, "top") == 0) {
     run(cmd_top, "top", (const char *[]){p, NULL});
     run(cmd_top, "top", (const char *[]){"--lines", "--fold-alloc", "--sort", "cum", "-s", "alloc_space",
-                                         "--focus", ".", p, NULL});
+                                         "--focus", ".", "--stderr", p, NULL});
     run(cmd_top, "top", (const char *[]){"--by", "thread", "--tag", "bytes=1-1m", p, NULL});
     run(cmd_top, "top", (const char *[]){"--temporary", p, NULL});
   } else if (strcmp(target, "tree") == 0) {
     run(cmd_tree, "tree", (const char *[]){p, NULL});
-    run(cmd_tree, "tree", (const char *[]){"--callees", "--min", "0", "--lines", p, NULL});
+    run(cmd_tree, "tree", (const char *[]){"--callees", "--min", "0", "--lines", "--stderr", "--full-names", p,
+                                           NULL});
   } else if (strcmp(target, "flame") == 0) {
     run(cmd_flame, "flame", (const char *[]){"-o", "/dev/null", p, NULL});
   } else if (strcmp(target, "folded") == 0) {
     run(cmd_folded, "folded", (const char *[]){p, NULL});
   } else if (strcmp(target, "diff") == 0) {
     run(cmd_diff, "diff", (const char *[]){p, q, NULL});
+    run(cmd_diff, "diff", (const char *[]){"--sort", "cum", "--lines", "--noise", "3", p, q, NULL});
   } else if (strcmp(target, "merge") == 0) {
     run(cmd_merge, "merge", (const char *[]){"-o", "/dev/null", p, q, NULL});
   } else if (strcmp(target, "symbolize") == 0) {
