@@ -109,14 +109,15 @@ typedef enum mprof_unwinder_e {
 
 /* Option bounds that are sizes of address space (options.def rows), for the platform's.  A 32-bit process
  * has 3-4 GiB in all: there the sampled-block window can only be the 112 MiB below a non-PIE program's
- * image (arena.c), and the profiler's budget must stay well below 4 GiB, which a size_t cannot hold. */
+ * image and the arena's other chunks lie wherever the kernel has room (arena.c), at most half of it in
+ * all; and the profiler's budget must stay well below 4 GiB, which a size_t cannot hold. */
 #if UINTPTR_MAX > 0xffffffffu
 #define MPROF_ARENA_DEFAULT ((uint64_t)64 << 30)
 #define MPROF_ARENA_MAX     ((uint64_t)1 << 40)
 #define MPROF_BUDGET_MAX    ((uint64_t)1 << 40)
 #else
-#define MPROF_ARENA_DEFAULT ((uint64_t)112 << 20)
-#define MPROF_ARENA_MAX     ((uint64_t)112 << 20)
+#define MPROF_ARENA_DEFAULT ((uint64_t)1 << 30)
+#define MPROF_ARENA_MAX     ((uint64_t)2 << 30)
 #define MPROF_BUDGET_MAX    ((uint64_t)2 << 30)
 #endif
 
@@ -305,7 +306,7 @@ bool     mprof_take_sample(mprof_tls_t *t, size_t size, size_t before);         
 void    *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r);
 mi_heap_t *mprof_sample_heap(const mprof_req_t *r);   /* the heap a sampled block belongs to */
 uint64_t mprof_sample_stack(mprof_tls_t *t, size_t size, uint64_t *now, mi_prof_drop_reason_t *why);
-void     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
+bool     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
                              mi_prof_drop_reason_t why, uint64_t now);
 void     mprof_sampler_session_begin(void);   /* reads the process's name (thread labels) */
 
@@ -316,13 +317,24 @@ static inline void *mprof_plain_alloc(size_t size, size_t alignment, bool zero)
   return zero ? mprof_mi_zalloc_aligned(size, alignment) : mprof_mi_malloc_aligned(size, alignment);
 }
 
-/* "arena.c": the window of address space that holds sampled blocks' slots, claimed a chunk at a time */
+/* "arena.c": the address space that holds sampled blocks' slots, claimed a chunk at a time: a window (and
+ * on 32-bit platforms, once it is full, chunks anywhere: MPROF_ARENA_WHOLE, the chunk map covers the
+ * whole address space) */
 #define MPROF_CHUNK_SHIFT 20
 #define MPROF_CHUNK       ((size_t)1 << MPROF_CHUNK_SHIFT)
-bool   mprof_arena_init(void);                /* the window and its chunk map; false: no window */
-size_t mprof_arena_page(void);
-bool   mprof_arena_contains(const void *p);   /* exactly: p lies in a chunk of ours (lock-free) */
-void   mprof_arena_window(uintptr_t *lo, uintptr_t *hi);
+#define MPROF_CHUNK_SLOTS 1                  /* a chunk map entry: sheap.c's slots */
+#if UINTPTR_MAX > 0xffffffffu
+#define MPROF_ARENA_WHOLE 0
+#else
+#define MPROF_ARENA_WHOLE 1
+extern uint8_t *mprof_arena_map MPROF_HIDDEN; /* a byte per chunk of the address space; NULL before init */
+#endif
+bool      mprof_arena_init(void);             /* the window and its chunk map; false: no window */
+size_t    mprof_arena_page(void);
+bool      mprof_arena_contains(const void *p); /* exactly: p lies in a chunk of ours (lock-free) */
+void      mprof_arena_window(uintptr_t *lo, uintptr_t *hi);
+uintptr_t mprof_arena_base(void);             /* the lowest address a chunk can have */
+size_t    mprof_arena_limit(void);            /* the address space its chunks may take at once */
 void  *mprof_arena_chunk_alloc(void);          /* a fresh chunk; NULL with errno ENOSPC or ENOMEM */
 void   mprof_arena_chunk_free(void *chunk);
 size_t mprof_arena_mapped(void);
@@ -330,7 +342,7 @@ size_t mprof_arena_mapped(void);
 /* "sheap.c": where sampled blocks live (each at the start of a slice: a slot of ours, or mimalloc's own
  * block); lock rank 2 */
 typedef struct mprof_sheap_usage_s {
-  size_t limit_bytes;      /* the window of the slots */
+  size_t limit_bytes;      /* the address space the slots may take (MIMALLOC_PROF_ARENA_SIZE) */
   size_t mapped_bytes;     /* slot chunks mapped, and the live sampled blocks in mimalloc */
   size_t resident_bytes;   /* at most resident: slots' pages written and not given back, and the former */
   size_t live_blocks;
@@ -357,15 +369,22 @@ void     mprof_sheap_postfork(void);
 void     mprof_sheap_postfork_reinit(void);   /* a child forked with profiler locks held: a fresh lock */
 
 /* True when p, which starts a slice and is not NULL, may be a sampled block: it lies in the slots'
- * window, or the filter counts a record at its slice (sheap.c).  Lock-free; false means certainly not
- * (an ordinary block that starts a slice: the slow paths hand it straight to mimalloc). */
+ * window (32-bit platforms: in a chunk of slots, by the chunk map), or the filter counts a record at its
+ * slice (sheap.c).  Lock-free; false means certainly not (an ordinary block that starts a slice: the slow
+ * paths hand it straight to mimalloc). */
 #define MPROF_FILTER_SLOTS ((size_t)1 << 16)
 extern uintptr_t mprof_sheap_window_lo MPROF_HIDDEN, mprof_sheap_window_size MPROF_HIDDEN;
 extern uint8_t *mprof_sheap_filter MPROF_HIDDEN;
 static inline bool mprof_sheap_maybe(const void *p)
 {
   uintptr_t a = (uintptr_t)p;
+#if MPROF_ARENA_WHOLE
+  const uint8_t *m = __atomic_load_n(&mprof_arena_map, __ATOMIC_ACQUIRE);
+  if (m == NULL) return false;                /* nothing was ever sampled */
+  if (__atomic_load_n(&m[a >> MPROF_CHUNK_SHIFT], __ATOMIC_RELAXED) == MPROF_CHUNK_SLOTS) return true;
+#else
   if (a - mprof_sheap_window_lo < mprof_sheap_window_size) return true;
+#endif
   const uint8_t *f = __atomic_load_n(&mprof_sheap_filter, __ATOMIC_ACQUIRE);
   if (f == NULL) return false;
   return __atomic_load_n(&f[(a >> MPROF_SLICE_SHIFT) & (MPROF_FILTER_SLOTS - 1)], __ATOMIC_RELAXED) != 0;

@@ -51,8 +51,8 @@ static const char *const drop_text[MI_PROF_DROP_REASONS] = {
   [MI_PROF_DROP_UNWIND] = "stack could not be captured",
   [MI_PROF_DROP_STACKS] = "stack table full",
   [MI_PROF_DROP_FORK] = "in a fork child where no unwinder is safe to call (another thread was unwinding at the fork, or libgcc_s was not loaded in a multi-threaded C program)",
-  [MI_PROF_DROP_ARENA_FULL] = "no room for the sampled block (the window of MIMALLOC_PROF_ARENA_SIZE is "
-                              "full, or the address space: ulimit -v)",
+  [MI_PROF_DROP_ARENA_FULL] = "no room for the sampled block (MIMALLOC_PROF_ARENA_SIZE of address space "
+                              "is used up, or the address space: ulimit -v)",
 };
 
 void mprof_drop(mi_prof_drop_reason_t why)

@@ -103,6 +103,7 @@ static size_t    dirty_pages;            /* every slot's extent, and the headers
 static uint64_t  purge_due;              /* a free slot becomes old enough then; 0 = none is waiting */
 
 uintptr_t        mprof_sheap_window_lo, mprof_sheap_window_size;   /* the slots' window (inline test) */
+static uintptr_t ref_lo;                 /* the lowest chunk address (slot references) */
 uint8_t         *mprof_sheap_filter;     /* MPROF_FILTER_SLOTS counts; NULL before the first start */
 static size_t    live_blocks, live_bytes, mi_bytes;   /* relaxed atomics, for mi_prof_stats */
 
@@ -121,16 +122,16 @@ static inline char *slot_addr(schunk_t *c, size_t i) { return (char *)c + i * sl
 static inline slot_t *slot_of(const void *p) { schunk_t *c = chunk_of(p); return &c->slot[slot_index(c, p)]; }
 static inline size_t pages_of(size_t bytes) { return (bytes + page_bytes - 1) / page_bytes; }
 
-/* A slot as 32 bits for the lists: chunk number in the window * SLOTS_MAX + slot, + 1. */
+/* A slot as 32 bits for the lists: chunk number in the arena * SLOTS_MAX + slot, + 1. */
 static uint32_t ref_of(const schunk_t *c, size_t i)
 {
-  return (uint32_t)((((uintptr_t)c - mprof_sheap_window_lo) >> MPROF_CHUNK_SHIFT) * SLOTS_MAX + i + 1);
+  return (uint32_t)((((uintptr_t)c - ref_lo) >> MPROF_CHUNK_SHIFT) * SLOTS_MAX + i + 1);
 }
 
 static slot_t *deref(uint32_t ref, schunk_t **c, size_t *i)
 {
   ref--;
-  *c = (schunk_t *)(mprof_sheap_window_lo + ((uintptr_t)(ref / SLOTS_MAX) << MPROF_CHUNK_SHIFT));
+  *c = (schunk_t *)(ref_lo + ((uintptr_t)(ref / SLOTS_MAX) << MPROF_CHUNK_SHIFT));
   *i = ref % SLOTS_MAX;
   return &(*c)->slot[*i];
 }
@@ -416,6 +417,7 @@ bool mprof_sheap_init(void)
   mprof_arena_window(&lo, &hi);
   mprof_sheap_window_lo = lo;
   mprof_sheap_window_size = hi - lo;
+  ref_lo = mprof_arena_base();
   __atomic_store_n(&mprof_sheap_filter, (uint8_t *)f, __ATOMIC_RELEASE);
   return true;
 }
@@ -621,10 +623,8 @@ void mprof_sheap_purge_tick(void)
 
 void mprof_sheap_usage(mprof_sheap_usage_t *out)
 {
-  uintptr_t lo, hi;
-  mprof_arena_window(&lo, &hi);
   mprof_lock(&sheap_lock);
-  out->limit_bytes = hi - lo;
+  out->limit_bytes = mprof_arena_limit();
   out->mapped_bytes = mprof_arena_mapped() + __atomic_load_n(&mi_bytes, __ATOMIC_RELAXED);
   out->resident_bytes = dirty_pages * page_bytes + __atomic_load_n(&mi_bytes, __ATOMIC_RELAXED);
   mprof_unlock(&sheap_lock);

@@ -19,7 +19,7 @@
 static const char warn_prefix[] = "mimalloc-prof: warning: ";
 
 /* The documented bounds that are sizes of address space, for this platform's (mimalloc_prof(3)). */
-#define ARENA_DEFAULT (sizeof(void *) == 8 ? (uint64_t)64 << 30 : (uint64_t)112 << 20)
+#define ARENA_DEFAULT (sizeof(void *) == 8 ? (uint64_t)64 << 30 : (uint64_t)1 << 30)
 #define BUDGET_MAX    (sizeof(void *) == 8 ? (uint64_t)1 << 40 : (uint64_t)2 << 30)
 
 static const char no_rlimit_as[] = "RLIMIT_AS (ulimit -v) is not enforced here (qemu-user does not)";
@@ -210,8 +210,7 @@ END_TEST
 static probe_run_t run_sequence(const char *seed_setting)
 {
   probe_run_t run = run_probe((const char *const[]){seed_setting, NULL},
-                              (const char *const[]){"sequence", "4096",
-                                                    sizeof(void *) == 8 ? "20000" : "8000", NULL});
+                              (const char *const[]){"sequence", "4096", "20000", NULL});
   probe_assert_exit0(&run, NULL);
   ck_assert_str_eq(run.err, "");
   return run;
@@ -224,9 +223,7 @@ START_TEST(options_seed_determinism)
   probe_run_t c = run_sequence("MIMALLOC_PROF_SEED=54321");
   uint64_t n = probe_value(&a, "samples");
   /* n is a sum of independent Bernoulli draws, E ~ 7360, sigma < sqrt(7360) ~ 86: 4 sigma below E is
-   * above 7000; the floor of 1000 is far looser and only guards against a probe that samples nothing.
-   * On 32-bit platforms 8000 blocks (E ~ 2944), all live: the 112 MiB window holds about 3,500 small
-   * sampled blocks (a 32 KiB slice each), and the run must not fill it. */
+   * above 7000; the floor of 1000 is far looser and only guards against a probe that samples nothing. */
   ck_assert_uint_gt(n, 1000);
   ck_assert_str_eq(a.out, b.out);                 /* byte for byte: same indices, same sizes */
   ck_assert_str_ne(a.out, c.out);
@@ -251,9 +248,6 @@ END_TEST
  * smallest budget, 1 MiB, of which a dump's fixed reserve is kept free. */
 START_TEST(options_budget_drops)
 {
-  if (sizeof(void *) != 8)
-    MPROF_TEST_SKIP("on 32-bit platforms the window (112 MiB: about 3,500 small sampled blocks of a 32 KiB "
-                    "slice each) fills before the smallest budget does");
   probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_MAX_BYTES=1m", NULL},
                               (const char *const[]){"budget", "1", "20000", "64", NULL});
   probe_assert_exit0(&run, NULL);

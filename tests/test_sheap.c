@@ -31,11 +31,9 @@
 #define SLICE (sizeof(void *) == 8 ? (size_t)64 << 10 : (size_t)32 << 10)   /* mimalloc's slices */
 
 /* 8 MiB in 1 KiB blocks, all sampled at rate 1 (static: holding them allocates nothing). */
-/* 8 MiB of 1 KiB blocks; on 32-bit platforms 2 MiB: each small sampled block has a slot of a 32 KiB
- * slice there, and the 112 MiB window holds about 3,500. */
-#define BLOCKS (sizeof(void *) == 8 ? 8192 : 2048)
+#define BLOCKS 8192
 #define BLOCK  1024
-static void *blocks[8192];
+static void *blocks[BLOCKS];
 
 static uint64_t now_ns(void)
 {
@@ -44,10 +42,10 @@ static uint64_t now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* BLOCKS sampled blocks make at least their bytes resident (each 1 KiB block has a page of its slot); once
+/* 8 MiB of sampled blocks make at least 8 MiB resident (each 1 KiB block has a page of its slot); once
  * they are freed, polling with one sampled 100-byte block at a time, the resident bytes fall to what that
  * block's slot and the chunk headers need: at most 1 MiB (the 512 KiB kept at most, the headers of the
- * 547 chunks that held 8 MiB of blocks until they go, a page for the block; 8 MiB would be the failure). */
+ * 547 chunks that held the blocks until they go, a page for the block; 8 MiB would be the failure). */
 START_TEST(sheap_gives_idle_memory_back)
 {
   start_seeded(1, SEED);
