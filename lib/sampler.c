@@ -341,8 +341,9 @@ static void weigh(mprof_tls_t *t, size_t size, mprof_record_t *r)
 }
 
 /* Records the sampled block p of `size` bytes, sampled at `now` (0: not read), under `stack_id` (a real label
- * set when why is MI_PROF_DROP_REASONS, else the "dropped (why)" set) and tells the observer.  Guard up. */
-void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
+ * set when why is MI_PROF_DROP_REASONS, else the "dropped (why)" set) and tells the observer.  False when
+ * the budget had no room for its record (a drop, counted with its weight: p stays untracked).  Guard up. */
+bool mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
                          mi_prof_drop_reason_t why, uint64_t now)
 {
   mprof_observer_t obs;
@@ -363,13 +364,14 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, 
   }
   if (rc == MPROF_INSERT_SESSION) {                       /* stopped meanwhile: not a sample */
     mprof_sheap_orphan(p, size, heap);
-    return;
+    return true;
   }
   if (rc == MPROF_INSERT_OK) mprof_sheap_track(p);
   if (mprof_unlikely(why != MI_PROF_DROP_REASONS)) mprof_drop(why);
-  if (rc != MPROF_INSERT_OK) return;
+  if (rc != MPROF_INSERT_OK) return false;
   if (obs.on_sample != NULL)
     obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, thread_id(t), obs.arg);
+  return true;
 }
 
 /* Captures the stack of a sample of `size` bytes about to be recorded at an address decided later (realloc
@@ -393,8 +395,18 @@ void *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r)
   uint64_t stack_id = sample_stack(t, r->size, &now, &why);
   void *p = mprof_sheap_alloc(r, &arena_why);
   if (mprof_likely(p != NULL)) {
-    if (stack_id != 0) mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why, now);
-    else mprof_sheap_orphan(p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
+    if (stack_id == 0) {
+      mprof_sheap_orphan(p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
+    } else if (!mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why, now) &&
+               mprof_sheap_in_slot(p)) {
+      /* No record (the budget is full): a slot would hold a page and 32-64 KiB of the arena's address
+       * space for nothing, so the request is served as an unsampled one, if it can be. */
+      void *q = r->plain(r);
+      if (q != NULL) {
+        mprof_sheap_free(p);
+        p = q;
+      }
+    }
     errno = saved_errno;
     return p;
   }
