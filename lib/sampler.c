@@ -383,10 +383,11 @@ uint64_t mprof_sample_stack(mprof_tls_t *t, size_t size, uint64_t *now, mi_prof_
 
 mi_heap_t *mprof_sample_heap(const mprof_req_t *r) { return r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default(); }
 
-/* A sampled allocation: the block from the sampled-block heap, recorded with its stack; or, when the
- * heap cannot hold it, served unsampled by the request's own path with its allocated weight counted
- * under the "dropped" stack; NULL (with the entry point's errno) when that fails too, and then nothing
- * is counted.  Guard up. */
+/* A sampled allocation: the block from the sampled-block heap, recorded with its stack (served unsampled
+ * after all when it is a slot's and its record does not fit the budget); or, when the heap cannot hold
+ * it, served unsampled by the request's own path with its allocated weight counted under the "dropped"
+ * stack; NULL (with the entry point's errno) when that fails too, and then nothing is counted.  Guard
+ * up. */
 void *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r)
 {
   int saved_errno = errno;

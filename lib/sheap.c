@@ -6,7 +6,7 @@
  * that do start there (2-25% of 1-16 KiB blocks, most larger ones) reach the slow path, which finds them
  * ordinary (below).  Two homes:
  *   - a request of up to two slices gets a slot of its own: one or two slices of address space in the
- *     arena's window (arena.c), of which only the pages the program writes become resident;
+ *     arena (arena.c), of which only the pages the program writes become resident;
  *   - a larger one is allocated by mimalloc itself, from the heap the request names (the thread's
  *     default heap for the malloc family), as it would be unsampled: mimalloc gives such a block a page
  *     of its own, which starts on a slice.  It costs exactly what mimalloc spends on it unsampled, and
@@ -17,7 +17,7 @@
  * doc/performance.md).  A small block in a slot costs a page, as in jemalloc's and tcmalloc's profilers
  * (a sampled small request takes a page of its own there too).
  *
- * Slots.  A window chunk (1 MiB) holds slots of one size, one slice or two (a request gets the smaller
+ * Slots.  An arena chunk (1 MiB) holds slots of one size, one slice or two (a request gets the smaller
  * that holds it); the first is the chunk's header, whose first page describes the others.  A slot
  * remembers the usable size of its block (mi_good_size() of the request, what an unsampled block would
  * report; read lock-free) and its extent: how many pages from its start its
@@ -178,7 +178,7 @@ static bool chunk_new(uint8_t cls)
   return true;
 }
 
-/* Chunk c, whose slots are all free, goes back to the window: their pages with it, in one munmap. */
+/* Chunk c, whose slots are all free, goes back to the arena: their pages with it, in one munmap. */
 static void chunk_delete(schunk_t *c)
 {
   for (size_t i = 1; i < slot_count(c); i++) {
@@ -424,7 +424,7 @@ bool mprof_sheap_init(void)
 
 bool mprof_sheap_init_done(void) { return __atomic_load_n(&mprof_sheap_filter, __ATOMIC_ACQUIRE) != NULL; }
 
-/* Whether p is in a slot (lock-free, exact: the window's chunk map). */
+/* Whether p is in a slot (lock-free, exact: the arena's chunk map). */
 bool mprof_sheap_in_slot(const void *p) { return mprof_arena_contains(p); }
 
 /* What the program may use of sampled block p: what mimalloc gives an unsampled request of its size
@@ -475,7 +475,7 @@ static void *heap_alloc(mi_heap_t *heap, size_t size, size_t alignment, bool zer
 /* A block for the sampled request r, at the start of a slice; NULL with *why when none can be had (the
  * caller serves the request unsampled): MI_PROF_DROP_ALIGNMENT for an offset that keeps the block off
  * every slice (mi_malloc_aligned_at with an offset that is not a multiple of the alignment),
- * MI_PROF_DROP_ARENA_FULL when the window (or the address space) has no room for its slot, or mimalloc
+ * MI_PROF_DROP_ARENA_FULL when the arena (or the address space) has no room for its slot, or mimalloc
  * none for its block. */
 void *mprof_sheap_alloc(const mprof_req_t *r, mi_prof_drop_reason_t *why)
 {

@@ -481,7 +481,7 @@ START_TEST(hazards_huge_and_overaligned)
   /* Rate 1: every allocation is sampled, so each outcome below is a decision, not luck. */
   start_counting(1, 0x37);
   size_t limit = (size_t)stats_now().arena_limit_bytes;
-  /* The slots' window: 64 GiB on 64-bit platforms, the 112 MiB below 128 MiB on 32-bit ones. */
+  /* The slots' address space: 64 GiB on 64-bit platforms, 1 GiB on 32-bit ones. */
   ck_assert_uint_ge(limit, sizeof(void *) == 8 ? (size_t)4 << 30 : (size_t)112 << 20);
   /* A sampled block larger than two slices is mimalloc's own, at whatever size and alignment mimalloc
    * serves: 64 MiB, 3 GiB (64-bit, when the machine grants the address space), 1 MiB aligned to 16, 32
