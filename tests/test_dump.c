@@ -420,10 +420,11 @@ END_TEST
 
 /* MIMALLOC_PROF_MAX_BYTES=8m, rate 1, 100000 live 64-byte blocks: their records want about 16 MiB, so
  * samples are dropped.  On 32-bit platforms 2m: there the arena's 1 GiB holds about 31,000 small sampled
- * blocks (a 32 KiB slice each), fewer than 8 MiB of records, and the budget must fill first.  A dump
- * while running needs memory from the same budget, which the tables keep free for it (lib/pmem.c): it succeeds, its comment reports the drops and it holds every recorded
- * sample.  After mi_prof_stop the records are kept: the dump succeeds too, with the same sums (nothing is
- * allocated in between), and its comment still reports the session's drops. */
+ * blocks (a 32 KiB slice each), whose records take well under 8 MiB, and the budget must fill first.  A
+ * dump while running needs memory from the same budget, which the tables keep free for it (lib/pmem.c):
+ * it succeeds, its comment reports the drops and it holds every recorded sample.  After mi_prof_stop the
+ * records are kept: the dump succeeds too, with the same sums (nothing is allocated in between), and its
+ * comment still reports the session's drops. */
 START_TEST(dump_budget_dropped)
 {
   const char *dir = tmp_dir_make();
