@@ -38,7 +38,7 @@ import time
 
 from harness_accept import acceptance
 from harness_markdown import markdown
-from harness_micro import micro_callgrind_jobs, micro_prof_scale, micro_sample_cost
+from harness_micro import micro_callgrind_jobs, micro_prof_scale, micro_sample_cost, micro_trivial_rss
 from harness_report import build_report, machine_meta
 from harness_run import phase_callgrind, phase_samples, phase_timing
 from harness_setup import make_configs, make_workloads
@@ -51,7 +51,7 @@ def rerender(a):
     wl = [w["name"] for w in doc["workloads"]]
     doc["acceptance"] = acceptance(wl, {w["name"]: w["kind"] for w in doc["workloads"]},
                                    [c["name"] for c in doc["configs"]], doc["results"], doc["samples"] or {},
-                                   doc.get("breakdown") or {})
+                                   doc.get("breakdown") or {}, doc["micro"].get("trivial_rss"))
     a.cg_samples = doc["meta"].get("cg_samples", 3000)
     os.makedirs(a.out, exist_ok=True)
     write_results(doc, a)
@@ -141,15 +141,16 @@ def main():
         print("harness: samples per workload and unwinder", flush=True)
         samples = phase_samples(a, configs, workloads)
         timings["samples"] = time.time() - t
-    micro_cost, scale_rows = [], []
+    micro_cost, scale_rows, trivial = [], [], None
     if "micro" in phases:
         t = time.time()
-        print("harness: microbenchmarks (sample cost, dump and memory)", flush=True)
+        print("harness: microbenchmarks (sample cost, dump and memory, a trivial program's peak RSS)", flush=True)
         micro_cost = micro_sample_cost(a, cg_micro)
         scale_rows = micro_prof_scale(a)
+        trivial = micro_trivial_rss(a, 5 if a.quick else 21)
         timings["micro"] = time.time() - t
 
-    doc = build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows, meta, timings)
+    doc = build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows, meta, timings, trivial)
     write_results(doc, a)
     print("harness: wrote %s and %s" % (os.path.join(a.out, "results.json"), os.path.join(a.out, "results.md")))
 

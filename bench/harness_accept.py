@@ -1,5 +1,5 @@
-"""harness_accept.py - issue 13's acceptance criteria, checked by bench/harness.py against the figures of a run
-(also when an earlier run is rendered again)."""
+"""harness_accept.py - the acceptance criteria of issues 13 and 24, checked by bench/harness.py against the
+figures of a run (also when an earlier run is rendered again)."""
 import statistics
 
 from harness_setup import UNWINDERS
@@ -12,6 +12,7 @@ SINGLE_THREADED = ["malloc_loop", "mixed_live", "realloc_heavy", "aligned", "std
 OWN_OBJECTS = ("libmimalloc-prof", "libunwind", "liblzma", "libgcc_s", "ld-linux", "libm.so")
 RSS_FIXED_KIB = 1536        # issue 13: extra peak RSS <= 1.5 MiB + 1 KiB per live sample
 RSS_PER_SAMPLE_KIB = 1
+RSS_TRIVIAL_KIB = 128       # issue 24: /bin/true's peak RSS, stopped, over plain mimalloc's
 INSTR_GEOMEAN_C = 1.0015    # sampling / stopped instructions, geometric mean over the C workloads
 INSTR_STDIO = 1.002         # ... and on the single-threaded stdio workload
 WALL_MAX = 1.15             # sampling / stopped wall time, every workload
@@ -19,9 +20,9 @@ STDIO = "stdio_lines"
 SAMPLING = ["fp", "table"]   # the acceptance's "sampling": the default unwinder (auto = table) and fp
 
 
-def acceptance(wl, kinds, names, R, samples, breakdown):
-    """Issue 13's acceptance criteria, per sampling configuration (fp and table; libunwind and libgcc for
-    information)."""
+def acceptance(wl, kinds, names, R, samples, breakdown, trivial=None):
+    """The acceptance criteria, per sampling configuration (fp and table; libunwind and libgcc for
+    information), and the stopped library's cost to a trivial program."""
     out = dict(rss=[], rss_mean={}, instr={}, wall=[], criteria=[])
     have = [u for u in UNWINDERS if u in names and "stopped" in names]
     for w in wl:
@@ -59,6 +60,11 @@ def acceptance(wl, kinds, names, R, samples, breakdown):
     def crit(cid, text, u, value, limit, met, detail):
         out["criteria"].append(dict(id=cid, text=text, config=u, value=value, limit=limit, met=met, detail=detail))
 
+    if trivial and trivial.get("delta"):
+        d = trivial["delta"]
+        crit("S1", "peak RSS of /bin/true, stopped - plain mimalloc (median of %d pairs)" % d["n"], "stopped",
+             "%+.0f KiB [%+.0f, %+.0f]" % (d["median"], d["lo"], d["hi"]), "%+d KiB" % RSS_TRIVIAL_KIB,
+             d["median"] <= RSS_TRIVIAL_KIB, "")
     je = out["rss_mean"].get("jemalloc-prof")
     for u in have:
         rows = [r for r in out["rss"] if r["config"] == u]

@@ -19,6 +19,76 @@ def fmt_ci(st, digits=3):
     return "%.*f [%.*f, %.*f]%s" % (digits, st["median"], digits, st["lo"], digits, st["hi"], mark)
 
 
+# Workloads with the shape of mimalloc-bench's programs (xmalloc-test, rptest, mstress, and thread churn).
+BENCH_LIKE = ["xthread", "thread_churn", "thread_short", "rptest_like", "mstress_like", "xmalloc_like"]
+PEAK_CLASSES = [("window", "slots' window"), ("mimalloc", "mimalloc"), ("anon", "other anon (profiler tables, stacks)"),
+                ("ours", "libmimalloc-prof"), ("unwinders", "libunwind, liblzma, libgcc_s"),
+                ("lazy", "libm, zlib, protobuf-c"), ("files", "other files")]
+
+
+def peak_tables(doc, wl, add):
+    """Where the peak RSS is, by mapping class (polled), and the mimalloc-bench-like set against jemalloc."""
+    S = doc["samples"]
+    rows = [(w, u, (S.get(w, {}).get(u, {}).get("time") or {}).get("peak_rss")) for w in wl
+            for u in ["stopped"] + UNWINDERS]
+    if any(p for _, _, p in rows):
+        add("## Peak RSS by mapping class (the samples runs: /proc/PID/smaps read every 2 ms, the composition at "
+            "the largest resident total seen), KiB")
+        add("")
+        add("Each sampling configuration's row gives, after its total, the difference to stopped per class: where "
+            "each extra KiB of peak RSS is.")
+        add("")
+        add("| workload | configuration | total | " + " | ".join(name for _, name in PEAK_CLASSES) + " |")
+        add("|---|---|---:|" + "---:|" * len(PEAK_CLASSES))
+        for w in wl:
+            st = (S.get(w, {}).get("stopped", {}).get("time") or {}).get("peak_rss")
+            for u in ["stopped"] + UNWINDERS:
+                p = (S.get(w, {}).get(u, {}).get("time") or {}).get("peak_rss")
+                if not p:
+                    continue
+                cell = (lambda k: "%d" % p[k]) if u == "stopped" or not st else (lambda k: "%d (%+d)" % (p[k], p[k] - st[k]))
+                total = sum(p.values())
+                add("| %s | %s | %s | %s |" % (w, u, "%d" % total if u == "stopped" or not st else
+                                                 "%d (%+d)" % (total, total - sum(st.values())),
+                                                 " | ".join(cell(k) for k, _ in PEAK_CLASSES)))
+        add("")
+    R = doc["results"]
+    cols = [c for c in UNWINDERS + ["jemalloc-prof", "tcmalloc-sample"] if c in R[wl[0]]]
+    bench = [w for w in BENCH_LIKE if w in wl]
+    if bench and cols:
+        add("## mimalloc-bench-like workloads: extra peak RSS over each allocator without its profiler, KiB "
+            "(median of per-round differences)")
+        add("")
+        add("| workload | " + " | ".join(cols) + " |")
+        add("|---|" + "---:|" * len(cols))
+        means = {c: [] for c in cols}
+        for w in bench:
+            cells = []
+            for c in cols:
+                d = R[w][c].get("rss_delta")
+                cells.append("%+.0f [%+.0f, %+.0f]" % (d["median"], d["lo"], d["hi"]) if d else "-")
+                if d:
+                    means[c].append(d["median"])
+            add("| %s | %s |" % (w, " | ".join(cells)))
+        add("| mean | %s |" % " | ".join("%+.0f" % (sum(v) / len(v)) if v else "-" for v in means.values()))
+        add("")
+    tr = (doc.get("micro") or {}).get("trivial_rss")
+    if tr and tr.get("delta"):
+        d = tr["delta"]
+        add("## A program that does nothing (/bin/true): peak RSS, stopped against plain mimalloc")
+        add("")
+        add("Medians of %d interleaved pairs (`ru_maxrss`): plain mimalloc %d KiB, ours stopped %d KiB, difference "
+            "%+.0f KiB [%+.0f, %+.0f].  Resident KiB at exit by mapping (one run each, bench/stats_report.c):" % (
+                d["n"], tr["mimalloc_kib"], tr["stopped_kib"], d["median"], d["lo"], d["hi"]))
+        add("")
+        keys = sorted({k for c in tr["classes"].values() for k in c})
+        add("| configuration | " + " | ".join(keys) + " |")
+        add("|---|" + "---:|" * len(keys))
+        for c, v in tr["classes"].items():
+            add("| %s | %s |" % (c, " | ".join(str(v.get(k, "-")) for k in keys)))
+        add("")
+
+
 def markdown(doc, a):
     L = []
     meta, m = doc["meta"], doc["meta"]["machine"]
@@ -244,25 +314,29 @@ def markdown(doc, a):
     if doc["samples"]:
         add("## Samples and memory per run (separate runs with bench/stats_report.c, timed size, seed 1)")
         add("")
-        add("| workload | configuration | samples | peak live | live at exit | arena resident KiB | sampled KiB | profiler tables KiB (mapped) | VmHWM KiB | threads at exit (single-threaded throughout) | RSS KiB at exit: arena / mimalloc / other anon / libunwind+lzma / libgcc_s / ours / other files |")
+        add("| workload | configuration | samples | peak live | live at exit | arena resident KiB | sampled KiB | profiler tables KiB (mapped) | VmHWM KiB | threads at exit (single-threaded throughout) | RSS KiB at exit: arena / mimalloc / other anon / libunwind+lzma / libgcc_s / libm+zlib+protobuf-c / ours / other files |")
         add("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for w in wl:
             for u in ["stopped"] + UNWINDERS:
                 s_ = (doc["samples"].get(w, {}).get(u, {}).get("time") or {}).get("memory")
                 if not s_:
                     continue
-                add("| %s | %s | %d | %d | %d | %.0f | %.0f | %.0f | %d | %d%s | %d / %d / %d / %d / %d / %d / %d |" % (
+                add("| %s | %s | %d | %d | %d | %.0f | %.0f | %.0f | %d | %d%s | %d / %d / %d / %d / %d / %d / %d / %d |" % (
                     w, u, s_.get("samples", 0), s_.get("peak_live", 0), s_.get("live_samples", 0),
                     s_.get("arena_resident_bytes", 0) / 1024, s_.get("sampled_bytes", 0) / 1024,
                     s_.get("profiler_bytes", 0) / 1024, s_.get("hwm_kib", 0), s_.get("threads", 0),
                     " (yes)" if s_.get("single_threaded") == 1 else "",
                     s_.get("rss_arena_kib", 0), s_.get("rss_mi_kib", 0), s_.get("rss_anon_kib", 0),
-                    s_.get("rss_unw_kib", 0), s_.get("rss_gcc_kib", 0), s_.get("rss_prof_kib", 0), s_.get("rss_file_kib", 0)))
+                    s_.get("rss_unw_kib", 0), s_.get("rss_gcc_kib", 0), s_.get("rss_lazy_kib", 0), s_.get("rss_prof_kib", 0),
+                    s_.get("rss_file_kib", 0)))
         add("")
-        add("Arena resident: `arena_resident_bytes` (an upper bound: touched pages of page chunks, live and cached chunk "
-            "runs); the RSS split is `/proc/self/smaps` at exit, after the program freed its blocks (the arena's pages "
-            "stay until a later heap operation).  One run each: the per-round figures are in the RSS tables above.")
+        add("Arena resident: `arena_resident_bytes` (an upper bound: the slots' pages written and not given back, and "
+            "the live sampled blocks that are mimalloc's); the RSS split is `/proc/self/smaps` at exit, after the "
+            "program freed its blocks (\"arena\" is the slots' window).  One run each: the per-round figures are in "
+            "the RSS tables above.")
         add("")
+
+    peak_tables(doc, wl, add)
 
     B = doc.get("breakdown") or {}
     add("## Minor page faults (thousands, medians)")

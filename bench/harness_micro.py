@@ -1,11 +1,12 @@
 """harness_micro.py - the microbenchmarks of bench/harness.py: cost per sample (bench/sample_cost.c, timed and
-under callgrind) and dump time and profiler memory (bench/prof_scale.c)."""
+under callgrind), dump time and profiler memory (bench/prof_scale.c), and what the stopped library costs a
+program that does nothing (/bin/true) in peak RSS."""
 import os
 import statistics
 
-from harness_run import last_line, parse_kv, spawn
-from harness_setup import BASE_ENV, UNWINDERS
-from harness_stats import sign_interval
+from harness_run import last_line, parse_kv, spawn, spawn_timed
+from harness_setup import BASE_ENV, UNWINDERS, system_lib
+from harness_stats import diff_stats, med, sign_interval
 
 
 def micro_callgrind_jobs(a):
@@ -80,3 +81,26 @@ def micro_prof_scale(a):
 
 
 # ---------------------------------------------------------------------------------------------------
+
+
+def micro_trivial_rss(a, rounds):
+    """Peak RSS (ru_maxrss, through bench/runone.c) of /bin/true under plain mimalloc and under the library,
+    stopped, in `rounds` interleaved pairs; then one run of each with bench/stats_report.c preloaded after,
+    for the resident KiB by mapping class at exit."""
+    cfgs = dict(mimalloc=[system_lib("libmimalloc.so.2")], stopped=[a.lib])
+    hwm = {c: [] for c in cfgs}
+    out = os.path.join(a.raw, "trivial.out")
+    for r in range(rounds):
+        for c in (sorted(cfgs) if r % 2 == 0 else sorted(cfgs, reverse=True)):
+            code, _, _, rss, _ = spawn_timed(a, ["/bin/true"], dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c])), out)
+            hwm[c].append(rss if code == 0 else None)
+    classes = {}
+    for c in cfgs:
+        mem = os.path.join(a.raw, "trivial.%s.stats" % c)
+        if os.path.exists(mem):
+            os.unlink(mem)
+        env = dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c] + [a.bin + "/stats_report.so"]), STATS_REPORT_OUT=mem)
+        spawn(["/bin/true"], env, out)
+        classes[c] = {k: int(v) for k, v in parse_kv(last_line(mem)).items() if k.startswith(("rss_", "hwm_"))}
+    return dict(rounds=rounds, mimalloc_kib=med(hwm["mimalloc"]), stopped_kib=med(hwm["stopped"]),
+                delta=diff_stats(hwm["stopped"], hwm["mimalloc"]), classes=classes)

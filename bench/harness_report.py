@@ -46,7 +46,7 @@ def machine_meta(a):
         library=a.lib, libunwind=a.have_libunwind)
 
 
-def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows, meta, timings):
+def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows, meta, timings, trivial=None):
     cfg = {c["name"]: c for c in configs}
     names = [c["name"] for c in configs]
     wl = [w["name"] for w in workloads]
@@ -211,7 +211,7 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
                       cpu_slower_or_faster=sum(1 for w in wl if R[w]["aa"]["cpu_ratio"] and R[w]["aa"]["cpu_ratio"]["verdict"] != "same"),
                       workloads=len(wl), instr_noise=aa)
 
-    accept = acceptance(wl, {w["name"]: w["kind"] for w in workloads}, names, R, samples, breakdown)
+    accept = acceptance(wl, {w["name"]: w["kind"] for w in workloads}, names, R, samples, breakdown, trivial)
 
     doc = dict(
         meta=dict(machine=meta, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -223,5 +223,5 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
         configs=[dict(name=c["name"], label=c["label"], ref=c["ref"], env=env_words(c)) for c in configs],
         workloads=[dict(name=w["name"], kind=w["kind"], desc=w["desc"], callgrind_argv=w["cg"], timing_argv=w["time"]) for w in workloads],
         results=R, acceptance=accept, aa_instruction_noise=aa, breakdown=breakdown, output_differs=same_output, samples=samples, targets=targets, plant=plant, aa_control=aa_ctl,
-        micro=dict(sample_cost=micro_cost, prof_scale=scale_rows))
+        micro=dict(sample_cost=micro_cost, prof_scale=scale_rows, trivial_rss=trivial))
     return doc

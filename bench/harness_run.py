@@ -24,6 +24,56 @@ def spawn(argv, env, out_path):
     return os.waitstatus_to_exitcode(status), t1 - t0, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
+# Resident KiB by mapping class, as bench/stats_report.c classifies them: the profiler's slot window (64-bit:
+# from 4 GiB, below 1 TiB), mimalloc's segments (anonymous, from 2 TiB, below 0x7f0000000000), other anonymous
+# memory (the profiler's tables, thread stacks, the loader's), the library itself, the unwinders' libraries,
+# the libraries it loads when first needed, and every other file.
+RSS_CLASSES = ["window", "mimalloc", "anon", "ours", "unwinders", "lazy", "files"]
+
+
+def rss_classes(smaps_text):
+    out = dict.fromkeys(RSS_CLASSES, 0)
+    cls = "anon"
+    for line in smaps_text.splitlines():
+        head = line.split(None, 5)
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            path = head[5] if len(head) > 5 else ""
+            if not path.startswith("/"):
+                cls = ("window" if lo >= 4 << 30 and hi <= 1 << 40 else
+                       "mimalloc" if 2 << 40 <= lo < 0x7f0000000000 else "anon")
+            else:
+                base = os.path.basename(path)
+                cls = ("ours" if base.startswith("libmimalloc-prof") else
+                       "unwinders" if base.startswith(("libunwind", "liblzma", "libgcc_s")) else
+                       "lazy" if base.startswith(("libm.so", "libz.so", "libprotobuf-c")) else "files")
+        elif line.startswith("Rss:"):
+            out[cls] += int(line.split()[1])
+    return out
+
+
+def spawn_polled(argv, env, out_path, every_s=0.002):
+    """Runs argv like spawn(), reading its /proc/PID/smaps every `every_s` seconds; returns (exit code, the
+    resident KiB by class at the largest total seen, that total)."""
+    fa = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+          (os.POSIX_SPAWN_OPEN, 1, out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+          (os.POSIX_SPAWN_DUP2, 1, 2)]
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=fa)
+    best, best_total = None, -1
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status), best, best_total
+        try:
+            with open("/proc/%d/smaps" % pid) as fh:
+                c = rss_classes(fh.read())
+        except OSError:
+            c = None
+        if c and sum(c.values()) > best_total:
+            best, best_total = c, sum(c.values())
+        time.sleep(every_s)
+
+
 def spawn_timed(a, argv, env, out_path):
     """Runs argv through bench/runone.c; returns (exit code, wall ns, cpu s, maxrss KiB, minor faults)."""
     res = out_path + ".res"
@@ -154,7 +204,7 @@ def parse_kv(line):
 
 STATS_INT = ["samples", "live_samples", "dropped", "peak_live", "peak_live_bytes", "profiler_bytes", "arena_bytes",
              "arena_resident_bytes", "sampled_bytes", "hwm_kib", "rss_kib", "threads", "single_threaded", "rss_arena_kib", "rss_mi_kib",
-             "rss_anon_kib", "rss_unw_kib", "rss_gcc_kib", "rss_prof_kib", "rss_file_kib"]
+             "rss_anon_kib", "rss_unw_kib", "rss_gcc_kib", "rss_lazy_kib", "rss_prof_kib", "rss_file_kib"]
 
 
 def phase_samples(a, configs, workloads):
@@ -177,12 +227,12 @@ def phase_samples(a, configs, workloads):
                         os.unlink(f)
                 e = env_of(byname[u], [a.bin + "/unwind_report.so", a.bin + "/stats_report.so"])
                 e.update(UNWIND_REPORT_OUT=rep, STATS_REPORT_OUT=mem, MIMALLOC_PROF_ACCUM="1")
-                code = spawn(w[which], e, os.path.join(a.raw, "samples.out"))[0]
+                code, peak, _ = spawn_polled(w[which], e, os.path.join(a.raw, "samples.out"))
                 kv = parse_kv(last_line(rep)) if code == 0 else {}
                 mv = parse_kv(last_line(mem)) if code == 0 else {}
                 out.setdefault(w["name"], {}).setdefault(u, {})[which] = dict(
                     samples=int(kv.get("samples", 0)), stacks=int(kv.get("stacks", 0)),
                     depth_median=int(kv.get("med_sample", 0)), depth_max=int(kv.get("max", 0)),
                     dropped=int(kv.get("dropped", 0)), exit=code,
-                    memory={k: int(mv[k]) for k in STATS_INT if k in mv})
+                    memory={k: int(mv[k]) for k in STATS_INT if k in mv}, peak_rss=peak)
     return out

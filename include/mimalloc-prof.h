@@ -7,9 +7,10 @@
  * control API.  Every function is present in every build; a library configured with --disable-pprof
  * fails each of them with ENOTSUP.
  *
- * Conventions: functions that can fail return false and set errno.  The API does not print, with one
- * exception: the first mi_prof_start() that cannot set up the sampled-block arena says so in one line on
- * stderr (as does the first dropped sample of each reason).  All byte quantities are bytes.  Estimated
+ * Conventions: functions that can fail return false and set errno.  The API does not print, with two
+ * exceptions: the first mi_prof_start() that cannot set up the sampled blocks' window says so in one line
+ * on stderr (as does the first dropped sample of each reason), and so does the first dump that cannot load
+ * zlib or protobuf-c (they are loaded at the first dump).  All byte quantities are bytes.  Estimated
  * quantities are unbiased estimates of what the sampled program did (see mimalloc_prof(3), "ESTIMATES").
  */
 #ifndef MIMALLOC_PROF_H
@@ -61,8 +62,8 @@ mi_prof_decl_export bool mi_prof_available(void);
  * MIMALLOC_PROF_SEED (0, the default, = fresh entropy).  The calling thread samples from its next
  * allocation; other running threads notice within MI_PROF_RECHECK_BYTES of their own allocated bytes.
  * Return: true if started; false with errno set: EALREADY already running; EINVAL rate out of range;
- *   ENOMEM the sampled-block arena's window could not be set up (its chunk map could not be mapped;
- *   counted in dropped[MI_PROF_DROP_NO_ARENA]; a later call tries again);
+ *   ENOMEM the sampled blocks' window could not be set up (its chunk map or the filter could not be
+ *   mapped; counted in dropped[MI_PROF_DROP_NO_ARENA]; a later call tries again);
  *   EDEADLK called from an observer callback; ENOTRECOVERABLE in a fork child that was forked from a
  *   signal handler inside the profiler's locks (its tables may be half-written: it never samples);
  *   ENOTSUP built with --disable-pprof.
@@ -118,21 +119,23 @@ mi_prof_decl_export bool mi_prof_reset(void);
 typedef enum mi_prof_drop_reason_e {
   MI_PROF_DROP_MEMORY = 0,  /* profiler memory (MIMALLOC_PROF_MAX_BYTES, or mmap) ran out for the
                              * sample's stack, or for its record (the block then stays untracked) */
-  MI_PROF_DROP_TOO_LARGE,   /* the block can never fit the sampled-block arena (MIMALLOC_PROF_ARENA_SIZE) */
-  MI_PROF_DROP_ALIGNMENT,   /* the same, for a request aligned to more than 1 MiB */
-  MI_PROF_DROP_NO_ARENA,    /* mi_prof_start() could not set up the sampled-block arena's window */
+  MI_PROF_DROP_TOO_LARGE,   /* not counted: a sampled block of any size is mimalloc's own or a slot */
+  MI_PROF_DROP_ALIGNMENT,   /* mi_malloc_aligned_at (and kin) with an offset that is not a multiple of the
+                             * alignment: a sampled block starts on a slice, which that forbids */
+  MI_PROF_DROP_NO_ARENA,    /* mi_prof_start() could not set up the sampled blocks' window */
   MI_PROF_DROP_UNWIND,      /* the stack could not be captured (unwinder failure, too little stack left) */
   MI_PROF_DROP_STACKS,      /* the stack table is full */
   MI_PROF_DROP_FORK,        /* in a fork child where no unwinder is safe to call (mimalloc_prof(3)) */
-  MI_PROF_DROP_ARENA_FULL,  /* the arena has no room for the block now (its window is full, or the
-                             * address space: RLIMIT_AS, RLIMIT_DATA), even after giving back its cache */
+  MI_PROF_DROP_ARENA_FULL,  /* no sampled block could be had now: the window of the slots is full, or the
+                             * address space (RLIMIT_AS, RLIMIT_DATA) even after giving back the idle slots;
+                             * or mimalloc could not serve a sampled block of more than two slices */
   MI_PROF_DROP_REASONS = 8  /* size of the dropped[] array */
 } mi_prof_drop_reason_t;
 
 /* A sample that is not fully recorded keeps its weight in every total, under a stack of one synthetic
  * frame that names the reason: all of it (allocated and in use) when only its stack is missing (UNWIND,
  * STACKS, FORK, MEMORY for the stack); its allocated weight only when its block cannot be tracked
- * (TOO_LARGE, ALIGNMENT, ARENA_FULL: mimalloc serves it unsampled; MEMORY for the record).
+ * (ALIGNMENT, ARENA_FULL: mimalloc serves it unsampled; MEMORY for the record).
  * mi_prof_visit() shows that frame as this value (1..8, never a code address); heap profiles name it
  * "[mimalloc-prof: dropped (REASON)]". */
 #define MI_PROF_FRAME_DROPPED(reason) ((void *)((uintptr_t)(reason) + 1))
@@ -152,20 +155,22 @@ typedef struct mi_prof_stats_s {
                               * without this library (0 when every release goes through it) */
   uint64_t profiler_bytes;   /* profiler memory mapped now (records, tables), bytes */
   uint64_t profiler_bytes_max; /* the budget, MIMALLOC_PROF_MAX_BYTES */
-  uint64_t arena_bytes;      /* address space the sampled-block arena has mapped now, bytes (1 MiB
-                              * chunks, mapped as sampled blocks need them and unmapped when unused for
-                              * a purge period; 0 before the first start) */
+  uint64_t arena_bytes;      /* bytes of the sampled blocks' homes: the slots' chunks mapped now (1 MiB
+                              * each, mapped as sampled blocks of up to 128 KiB need them and unmapped when
+                              * idle) and the live sampled blocks that are mimalloc's own (above 128 KiB);
+                              * 0 before the first start */
   /* Since 0.2 (a caller compiled with 0.1's header passes the smaller size and gets the fields above): */
   uint64_t slow_path_calls;  /* times a thread's sample countdown ran out since start or reset; the
                               * caller of mi_prof_start() takes one at its next allocation, so 0 while
                               * running means allocations are not reaching this library (valgrind's
                               * memcheck, a static malloc) */
-  uint64_t arena_limit_bytes;    /* most address space sampled blocks may use: MIMALLOC_PROF_ARENA_SIZE
-                                  * clipped to the platform (0 before the first start) */
-  uint64_t arena_resident_bytes; /* the arena's memory that may be resident: pages touched and not yet
-                                  * given back, its bookkeeping included (an upper bound on its RSS) */
-  uint64_t sampled_bytes;        /* usable bytes of the live sampled blocks (what the program holds in
-                                  * the arena; arena_resident_bytes - sampled_bytes is overhead) */
+  uint64_t arena_limit_bytes;    /* the slots' window: MIMALLOC_PROF_ARENA_SIZE clipped to the platform (0
+                                  * before the first start) */
+  uint64_t arena_resident_bytes; /* what of those may be resident: the slots' pages written and not given
+                                  * back, their chunks' headers, and the sampled blocks that are mimalloc's
+                                  * (an upper bound on what sampled blocks hold) */
+  uint64_t sampled_bytes;        /* usable bytes of the live sampled blocks (what the program may use of
+                                  * them; arena_resident_bytes - sampled_bytes is overhead) */
   /* Since 0.3 (a caller compiled with 0.2's header passes MI_PROF_STATS_SIZE_V2): */
   uint64_t peak_inuse_objects;   /* estimated objects in use at the peak: when the estimated bytes in use */
   uint64_t peak_inuse_bytes;     /* were highest since start or reset (mi_prof_reset starts a new peak from
@@ -187,7 +192,7 @@ typedef struct mi_prof_stats_s {
  * Return: true; false with errno EINVAL (stats NULL or size not a known version) or ENOTSUP.
  *   Works while stopped (counts of the last session, sample_rate 0).
  * Thread safety: MT-Safe.  The record counters (samples .. alloc_bytes, untracked_frees) and the peak
- *   are one consistent snapshot; the arena's fields, dropped[], profiler_bytes and slow_path_calls are read
+ *   are one consistent snapshot; the arena_* fields, dropped[], profiler_bytes and slow_path_calls are read
  *   just after.
  * Async-signal safety: AS-Unsafe.
  */
@@ -278,8 +283,10 @@ mi_prof_decl_export bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg);
  * comment gives the peak and when; the period is the sample rate (mimalloc_prof(3), HEAP PROFILE
  * FORMAT).  Open it with `go tool pprof PROGRAM FILE`.  While stopped it writes a valid profile with no
  * samples.
+ * The first dump loads zlib and protobuf-c (dlopen).
  * Return: true; false with errno from open(2), write(2) or close(2), ENOMEM (the profile did not fit
- *   in MIMALLOC_PROF_MAX_BYTES), EIO (compression failed), ENAMETOOLONG, ENOTRECOVERABLE (a fork child
+ *   in MIMALLOC_PROF_MAX_BYTES), EIO (compression failed), ELIBACC (zlib or protobuf-c could not be
+ *   loaded: said once on stderr), ENAMETOOLONG, ENOTRECOVERABLE (a fork child
  *   forked inside the profiler's locks, as for mi_prof_start) or ENOTSUP.  A file this
  *   call created is removed again on failure; an existing file is left truncated, and an existing
  *   path that is not a regular file (a symbolic link's target, a device) is never removed.
@@ -292,8 +299,8 @@ mi_prof_decl_export bool mi_prof_dump(const char *path);
 /**
  * mi_prof_dump_fd() - write a heap profile to an open file descriptor (from its current offset).
  * Return: true; false with errno EBADF (fd < 0, or from write(2) for a descriptor not open for
- *   writing), another errno from write(2) (EPIPE without SIGPIPE), ENOMEM, EIO, ENOTRECOVERABLE or
- *   ENOTSUP.
+ *   writing), another errno from write(2) (EPIPE without SIGPIPE), ENOMEM, EIO, ELIBACC,
+ *   ENOTRECOVERABLE or ENOTSUP.
  * Thread safety: MT-Safe; not a cancellation point, as mi_prof_dump().  Async-signal safety: AS-Unsafe.
  */
 mi_prof_decl_export bool mi_prof_dump_fd(int fd);

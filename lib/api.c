@@ -106,6 +106,7 @@ static bool stop(void)
   mprof_record_end();                            /* no sample from now on; what was recorded stays */
   mprof_unwind_release();                        /* the unwinder's tables (no loader lock, no wait) */
   mprof_dump_session_end();
+  mprof_sheap_purge_all();                       /* nothing reuses a free slot until the next start */
   api_leave(countdown);
   return true;
 }
@@ -141,6 +142,7 @@ static bool reset(mprof_discarded_t *gone)
     mprof_drops_reset();
     mprof_sampler_reset_calls();
     mprof_dump_session_reset();
+    mprof_sheap_purge_all();
   }
   api_leave(countdown);
   return ok ? true : fail(EALREADY);

@@ -215,7 +215,7 @@ static bool dump_api(const char *path, int fd)
   shield_up(&shield);
   size_t countdown = mprof_guard_enter();
   mprof_objects_t objs;
-  bool ok = mprof_objects_take(&objs);
+  bool ok = mprof_lazy_load(MPROF_LAZY_PPROF) && mprof_objects_take(&objs);
   if (ok) {
     pthread_mutex_lock(&dump_lock);
     if (path != NULL) ok = write_path_locked(path, &objs);
@@ -400,6 +400,7 @@ static void final_locked(const mprof_objects_t *objs, bool profile, bool leak)
 void mprof_dump_final(void)
 {
   mprof_objects_t objs;
+  mprof_lazy_load(MPROF_LAZY_PPROF);               /* the profile fails without it, the leak report not */
   bool have = session_kept() && mprof_objects_take(&objs);
   pthread_mutex_lock(&dump_lock);
   final_locked(have ? &objs : NULL, true, mprof_option(MPROF_OPT_LEAK) != 0);
@@ -416,6 +417,7 @@ static void at_exit(void)
   bool profile = signalled || mprof_option(MPROF_OPT_FINAL) != 0, leak = mprof_option(MPROF_OPT_LEAK) != 0;
   size_t countdown = mprof_guard_enter();         /* nothing done here is sampled */
   mprof_objects_t objs;
+  if (profile) mprof_lazy_load(MPROF_LAZY_PPROF);  /* the profile fails without it, the leak report not */
   bool have = (profile || leak) && session_kept() && mprof_objects_take(&objs);
   /* Waits for an automatic dump being written and stops any later one: exit must not cut a file off. */
   pthread_mutex_lock(&dump_lock);

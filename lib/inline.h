@@ -46,11 +46,16 @@ typedef struct mprof_tls_s {
 
 extern __thread mprof_tls_t mprof_tls MPROF_HIDDEN __attribute__((tls_model("initial-exec")));
 
-/* End of the sampled-block arena, 0 until it exists.  The arena is placed below every heap mapping
- * (sheap.c), so "p may be a sampled block" is one comparison: p < mprof_sheap_end.  That also admits
- * NULL and the (heap-free) addresses below the arena; the slow path tells them apart.  Written once,
- * before any block is sampled, and never changed. */
-extern uintptr_t mprof_sheap_end MPROF_HIDDEN;   /* hidden: addressed %rip-relative, no GOT */
+/* Every sampled block starts on one of mimalloc's slices (sheap.c): 64 KiB on 64-bit platforms, 32 KiB on
+ * 32-bit ones (mimalloc 2.0's MI_SEGMENT_SLICE_SIZE).  mimalloc puts no block of 1 KiB or less there,
+ * and most larger ones elsewhere too, so "p may be a sampled block" is one test of p's low bits.  NULL
+ * passes it as well; the slow paths tell them apart. */
+#if UINTPTR_MAX > 0xffffffffu
+#define MPROF_SLICE_SHIFT 16
+#else
+#define MPROF_SLICE_SHIFT 15
+#endif
+#define MPROF_SLICE ((size_t)1 << MPROF_SLICE_SHIFT)
 
 /* True when an allocation of `size` bytes is not sampled: the thread's countdown covers it.  On false
  * the countdown has wrapped; the slow path recovers the old value as countdown + size.
@@ -69,19 +74,24 @@ static inline bool mprof_skip(size_t size)
 #endif
 }
 
-/* True when p may be a sampled block (see mprof_sheap_end); false means it certainly is not.  No memory
- * of p is read. */
+/* True when p may be a sampled block (it starts a slice, or is NULL); false means it certainly is not.
+ * No memory is read. */
 static inline bool mprof_maybe_sampled(const void *p)
 {
   MPROF_PLANT();
-  return (uintptr_t)p < mprof_sheap_end;
+  return ((uintptr_t)p & (MPROF_SLICE - 1)) == 0;
 }
+
+/* The same for a block that a realloc is given: NULL too is certainly not sampled, so realloc(NULL, n)
+ * keeps the fast path (one more test, for pointers that start a slice only). */
+static inline bool mprof_maybe_sampled_block(const void *p) { return mprof_maybe_sampled(p) && p != NULL; }
 
 #else /* !MPROF_PPROF: a thin wrapper; nothing is ever sampled. */
 
 /* Only impossible requests (above PTRDIFF_MAX) leave the fast path, to get errno = ENOMEM. */
 static inline bool mprof_skip(size_t size) { return size <= (size_t)PTRDIFF_MAX; }
 static inline bool mprof_maybe_sampled(const void *p) { (void)p; return false; }
+static inline bool mprof_maybe_sampled_block(const void *p) { (void)p; return false; }
 
 #endif
 

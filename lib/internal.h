@@ -90,7 +90,7 @@ extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
  *                                fork does not take it (a writer may wait on a pipe the forking thread
  *                                reads): the child re-initialises it (dump.c).
  *   1. api.c     api_lock        start, stop, reset, stats, observer changes
- *   2. sheap.c   sheap_lock      every allocation and free in the sampled-block heap
+ *   2. sheap.c   sheap_lock      every operation on the slots of sampled blocks
  *   3. record.c  shard[i].lock   one shard of the record table, in index order when taking several
  *   4. stacktab.c shard[i].lock  one shard of the stack table, in index order when taking several
  *   5. peak.c    peak_lock       every change of the estimates (in-use, allocated, freed), the peak and the
@@ -109,14 +109,15 @@ typedef enum mprof_unwinder_e {
 
 /* Option bounds that are sizes of address space (options.def rows), for the platform's.  A 32-bit process
  * has 3-4 GiB in all: there the sampled-block window can only be the 112 MiB below a non-PIE program's
- * image (arena.c), and the profiler's budget must stay well below 4 GiB, which a size_t cannot hold. */
+ * image and the arena's other chunks lie wherever the kernel has room (arena.c), at most half of it in
+ * all; and the profiler's budget must stay well below 4 GiB, which a size_t cannot hold. */
 #if UINTPTR_MAX > 0xffffffffu
 #define MPROF_ARENA_DEFAULT ((uint64_t)64 << 30)
 #define MPROF_ARENA_MAX     ((uint64_t)1 << 40)
 #define MPROF_BUDGET_MAX    ((uint64_t)1 << 40)
 #else
-#define MPROF_ARENA_DEFAULT ((uint64_t)112 << 20)
-#define MPROF_ARENA_MAX     ((uint64_t)112 << 20)
+#define MPROF_ARENA_DEFAULT ((uint64_t)1 << 30)
+#define MPROF_ARENA_MAX     ((uint64_t)2 << 30)
 #define MPROF_BUDGET_MAX    ((uint64_t)2 << 30)
 #endif
 
@@ -155,6 +156,19 @@ static inline size_t mprof_lower_bound(const uintptr_t *a, size_t n, uintptr_t v
   }
   return lo;
 }
+
+/* "lazylib.c": the libraries loaded when first needed (the calls into them: lazylib.h) */
+typedef enum mprof_lazy_group_e {
+  MPROF_LAZY_PPROF,      /* zlib, protobuf-c: heap profiles (before a dump's dump_lock; the profiler thread) */
+  MPROF_LAZY_GROUPS
+} mprof_lazy_group_t;
+
+/* Loads a group's libraries (once; a thread that finds them loading loads them too rather than wait).
+ * False, with errno ELIBACC and one warning line per group, when they cannot be loaded (then never): the
+ * callers fail likewise.  Takes the loader's locks (rank -1) and allocates: never with a profiler lock
+ * held, nor in a signal handler. */
+bool mprof_lazy_load(mprof_lazy_group_t group);
+bool mprof_lazy_loaded(mprof_lazy_group_t group);   /* lock-free, async-signal-safe */
 
 /* "pmem.c": profiler memory, raw mmap under the MIMALLOC_PROF_MAX_BYTES budget.
  *
@@ -220,9 +234,17 @@ struct mprof_req_s {
 void  *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;   /* C family */
 void  *mprof_realloc_slow(void *p, size_t size) MPROF_NOINLINE MPROF_COLD;
 void  *mprof_alloc_slow_req(const mprof_req_t *r) MPROF_NOINLINE MPROF_COLD;
-void  *mprof_realloc_slow_req(void *p, const mprof_req_t *r) MPROF_NOINLINE MPROF_COLD;
+/* realloc: `wrapped` when the caller charged the countdown and it ran out; else it did not charge (p may
+ * be sampled) */
+void  *mprof_realloc_slow_req(void *p, const mprof_req_t *r, bool wrapped) MPROF_NOINLINE MPROF_COLD;
+/* a realloc mimalloc can only do in place: p kept, or NULL */
+void  *mprof_realloc_keep_req(void *p, const mprof_req_t *r) MPROF_NOINLINE MPROF_COLD;
 void   mprof_free_slow(void *p) MPROF_NOINLINE MPROF_COLD;
 size_t mprof_usable_size_slow(const void *p) MPROF_NOINLINE MPROF_COLD;
+
+/* "mathfn.c": log and expm1, computed here (no libm): finite arguments; x > 0 and x <= 0 */
+double mprof_math_log(double x);
+double mprof_math_expm1(double x);
 
 /* "sampler.c": the sampling decision, weights and samples */
 /* The session every thread compares its own against on each slow path.  `word` is (id << 1) | running;
@@ -285,7 +307,7 @@ bool     mprof_take_sample(mprof_tls_t *t, size_t size, size_t before);         
 void    *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r);
 mi_heap_t *mprof_sample_heap(const mprof_req_t *r);   /* the heap a sampled block belongs to */
 uint64_t mprof_sample_stack(mprof_tls_t *t, size_t size, uint64_t *now, mi_prof_drop_reason_t *why);
-void     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
+bool     mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
                              mi_prof_drop_reason_t why, uint64_t now);
 void     mprof_sampler_session_begin(void);   /* reads the process's name (thread labels) */
 
@@ -296,47 +318,78 @@ static inline void *mprof_plain_alloc(size_t size, size_t alignment, bool zero)
   return zero ? mprof_mi_zalloc_aligned(size, alignment) : mprof_mi_malloc_aligned(size, alignment);
 }
 
-/* "arena.c": the window of address space that holds every sampled block, claimed a chunk at a time */
+/* "arena.c": the address space that holds sampled blocks' slots, claimed a chunk at a time: a window (and
+ * on 32-bit platforms, once it is full, chunks anywhere: MPROF_ARENA_WHOLE, the chunk map covers the
+ * whole address space) */
 #define MPROF_CHUNK_SHIFT 20
 #define MPROF_CHUNK       ((size_t)1 << MPROF_CHUNK_SHIFT)
-bool   mprof_arena_init(void);                /* the window and its chunk map; false: no window */
-size_t mprof_arena_page(void);
-bool   mprof_arena_contains(const void *p);   /* exactly: p lies in a chunk we mapped (lock-free) */
-bool   mprof_arena_is_pages(const void *p);
-void   mprof_arena_window(uintptr_t *lo, uintptr_t *hi);
-void  *mprof_arena_chunk_alloc(void);          /* sheap.c's page chunks; NULL with errno */
+#define MPROF_CHUNK_SLOTS 1                  /* a chunk map entry: sheap.c's slots */
+#if UINTPTR_MAX > 0xffffffffu
+#define MPROF_ARENA_WHOLE 0
+#else
+#define MPROF_ARENA_WHOLE 1
+extern uint8_t *mprof_arena_map MPROF_HIDDEN; /* a byte per chunk of the address space; NULL before init */
+#endif
+bool      mprof_arena_init(void);             /* the window and its chunk map; false: no window */
+size_t    mprof_arena_page(void);
+bool      mprof_arena_contains(const void *p); /* exactly: p lies in a chunk of ours (lock-free) */
+void      mprof_arena_window(uintptr_t *lo, uintptr_t *hi);
+uintptr_t mprof_arena_base(void);             /* the lowest address a chunk can have */
+size_t    mprof_arena_limit(void);            /* the address space its chunks may take at once */
+void  *mprof_arena_chunk_alloc(void);          /* a fresh chunk; NULL with errno ENOSPC or ENOMEM */
 void   mprof_arena_chunk_free(void *chunk);
-void  *mprof_arena_run_alloc(size_t bytes, size_t align, bool *fresh);   /* NULL: EFBIG, ENOSPC, ENOMEM */
-void   mprof_arena_run_free(void *p);
-void   mprof_arena_run_shrink(void *p, size_t bytes);
-void  *mprof_arena_run_head(const void *p);   /* lock-free */
-size_t mprof_arena_run_bytes(const void *p);
-void   mprof_arena_purge(void);                /* one purge period passed: unmap runs cached since the last */
-void   mprof_arena_release_cache(void);        /* unmap every cached run */
-size_t mprof_arena_cached_bytes(void);
 size_t mprof_arena_mapped(void);
 
-/* "sheap.c": the sampled-block heap (its own allocator in the arena; lock rank 2) */
+/* "sheap.c": where sampled blocks live (each at the start of a slice: a slot of ours, or mimalloc's own
+ * block); lock rank 2 */
 typedef struct mprof_sheap_usage_s {
-  size_t limit_bytes;      /* the arena's window */
-  size_t mapped_bytes;     /* chunks of the arena mapped now */
-  size_t resident_bytes;   /* at most resident: touched pages, live and cached large runs */
+  size_t limit_bytes;      /* the address space the slots may take (MIMALLOC_PROF_ARENA_SIZE) */
+  size_t mapped_bytes;     /* slot chunks mapped, and the live sampled blocks in mimalloc */
+  size_t resident_bytes;   /* at most resident: slots' pages written and not given back, and the former */
   size_t live_blocks;
-  size_t live_bytes;       /* usable bytes of the live sampled blocks */
+  size_t live_bytes;       /* usable bytes of the live recorded blocks, as the program sees them */
 } mprof_sheap_usage_t;
 
-bool   mprof_sheap_init(void);                /* the arena's window (once, under api_lock) */
-bool   mprof_sheap_init_done(void);
-bool   mprof_sheap_contains(const void *p);   /* exactly: p is (or was) a sampled block's memory */
-void  *mprof_sheap_alloc(size_t size, size_t alignment, size_t offset, bool zero, mi_prof_drop_reason_t *why);
-void   mprof_sheap_free(void *p);
-size_t mprof_sheap_usable_size(const void *p);       /* from p to the block's end; lock-free */
-void  *mprof_sheap_block_start(const void *p);      /* lock-free */
-bool   mprof_sheap_resize(void *p, size_t size);   /* realloc in place: true if p holds size */
-void   mprof_sheap_usage(mprof_sheap_usage_t *out);
-void   mprof_sheap_prefork(void);
-void   mprof_sheap_postfork(void);
-void   mprof_sheap_postfork_reinit(void);   /* a child forked with profiler locks held: a fresh lock */
+bool     mprof_sheap_init(void);                /* the window and the filter (once, under api_lock) */
+bool     mprof_sheap_init_done(void);
+bool     mprof_sheap_in_slot(const void *p);    /* exactly, lock-free */
+void    *mprof_sheap_alloc(const mprof_req_t *r, mi_prof_drop_reason_t *why);
+void     mprof_sheap_free(void *p);             /* its record is gone (or it never had one) */
+size_t   mprof_sheap_usable(const void *p);     /* what the program may use of sampled p; lock-free */
+bool     mprof_sheap_fits(const void *p, size_t size);   /* realloc in place: true if p holds size ... */
+void     mprof_sheap_resize(void *p, size_t size);       /* ... which it then does */
+void     mprof_sheap_track(const void *p);      /* beside every record insert ... */
+void     mprof_sheap_untrack(const void *p);    /* ... and removal */
+void     mprof_sheap_orphan(void *p, size_t size, mi_heap_t *heap);   /* an orphan record, tracked */
+void     mprof_sheap_purge_all(void);           /* every free slot's pages, now (stop, reset) */
+uint64_t mprof_sheap_purge_due(void);           /* CLOCK_MONOTONIC_COARSE ns; 0: none waiting */
+void     mprof_sheap_purge_tick(void);          /* the purge that is due (the profiler thread) */
+void     mprof_sheap_usage(mprof_sheap_usage_t *out);
+void     mprof_sheap_prefork(void);
+void     mprof_sheap_postfork(void);
+void     mprof_sheap_postfork_reinit(void);   /* a child forked with profiler locks held: a fresh lock */
+
+/* True when p, which starts a slice and is not NULL, may be a sampled block: it lies in the slots'
+ * window (32-bit platforms: in a chunk of slots, by the chunk map), or the filter counts a record at its
+ * slice (sheap.c).  Lock-free; false means certainly not (an ordinary block that starts a slice: the slow
+ * paths hand it straight to mimalloc). */
+#define MPROF_FILTER_SLOTS ((size_t)1 << 16)
+extern uintptr_t mprof_sheap_window_lo MPROF_HIDDEN, mprof_sheap_window_size MPROF_HIDDEN;
+extern uint8_t *mprof_sheap_filter MPROF_HIDDEN;
+static inline bool mprof_sheap_maybe(const void *p)
+{
+  uintptr_t a = (uintptr_t)p;
+#if MPROF_ARENA_WHOLE
+  const uint8_t *m = __atomic_load_n(&mprof_arena_map, __ATOMIC_ACQUIRE);
+  if (m == NULL) return false;                /* nothing was ever sampled */
+  if (__atomic_load_n(&m[a >> MPROF_CHUNK_SHIFT], __ATOMIC_RELAXED) == MPROF_CHUNK_SLOTS) return true;
+#else
+  if (a - mprof_sheap_window_lo < mprof_sheap_window_size) return true;
+#endif
+  const uint8_t *f = __atomic_load_n(&mprof_sheap_filter, __ATOMIC_ACQUIRE);
+  if (f == NULL) return false;
+  return __atomic_load_n(&f[(a >> MPROF_SLICE_SHIFT) & (MPROF_FILTER_SLOTS - 1)], __ATOMIC_RELAXED) != 0;
+}
 
 /* "record.c": live sampled blocks, a sharded address -> record table */
 #define MPROF_RECORD_OBSERVED 1u              /* the observer's on_sample saw this block */
@@ -712,6 +765,7 @@ bool mprof_profiler_final_pending(void);      /* a final signal waits to be re-r
 bool mprof_profiler_reraise(void);             /* re-raises it (after the final profile); true when that
                                                   * ends the process (default action) */
 void mprof_profiler_postfork_child(void);
+void mprof_profiler_purge_wake(void);         /* sheap.c: a purge will be due (async-signal-safe) */
 
 /* "unwind.c": stack capture.  mprof_unwind_room() then mprof_unwind(), once each per sample, on the
  * sampling thread with the guard up and no profiler lock held; both are async-signal-safe (a sample may
@@ -769,10 +823,16 @@ struct mprof_req_s {
   void *(*plain_realloc)(void *p, const mprof_req_t *r);
 };
 static inline void *mprof_alloc_slow_req(const mprof_req_t *r) { return r->plain(r); }
-static inline void *mprof_realloc_slow_req(void *p, const mprof_req_t *r) { return r->plain_realloc(p, r); }
+static inline void *mprof_realloc_slow_req(void *p, const mprof_req_t *r, bool wrapped)
+{
+  (void)wrapped;
+  return r->plain_realloc(p, r);
+}
+static inline void *mprof_realloc_keep_req(void *p, const mprof_req_t *r) { return r->plain_realloc(p, r); }
+static inline size_t mprof_sheap_usable(const void *p) { return mprof_mi.mi_usable_size(p); }
+static inline bool mprof_sheap_in_slot(const void *p) { (void)p; return false; }
+static inline bool mprof_sheap_maybe(const void *p) { (void)p; return false; }
 static inline size_t mprof_usable_size_slow(const void *p) { return mprof_mi.mi_usable_size(p); }
-static inline bool mprof_sheap_contains(const void *p) { (void)p; return false; }
-static inline size_t mprof_sheap_usable_size(const void *p) { (void)p; return 0; }
 
 #endif /* MPROF_PPROF */
 

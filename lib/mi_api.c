@@ -291,17 +291,17 @@ API void *mi_heap_alloc_new_n(mi_heap_t *heap, size_t count, size_t size)
    realloc
 --------------------------------------------------------------------------------------------------- */
 
-/* The general realloc: realloc is the allocation of its new size (slow.c). */
+/* The general realloc: realloc is the allocation of its new size (slow.c).  An alignment up to a
+ * pointer's size asks for nothing (mimalloc's rule), whatever the block. */
 static MPROF_NOINLINE void *realloc_req(mi_heap_t *heap, void *p, size_t size, size_t alignment, size_t offset,
                                         bool zero)
 {
+  if (alignment <= sizeof(uintptr_t)) alignment = offset = 0;
   mprof_req_t r = {.heap = heap, .size = size, .alignment = alignment, .offset = offset, .zero = zero,
                    .plain = plain, .plain_realloc = plain_realloc};
-  bool sampled_p = mprof_maybe_sampled(p) && p != NULL && mprof_sheap_contains(p);
-  if (mprof_unlikely(!sampleable(alignment, offset)))      /* mimalloc cannot move to such a block */
-    return sampled_p ? NULL : plain_realloc(p, &r);
-  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return plain_realloc(p, &r);
-  return mprof_realloc_slow_req(p, &r);
+  if (mprof_unlikely(!sampleable(alignment, offset))) return mprof_realloc_keep_req(p, &r);   /* in place */
+  if (mprof_likely(!mprof_maybe_sampled_block(p) && mprof_skip(size))) return plain_realloc(p, &r);
+  return mprof_realloc_slow_req(p, &r, !mprof_maybe_sampled_block(p));
 }
 
 /* libmimalloc's mi_realloc calls mi_heap_realloc (below) through the PLT: the countdown is charged
@@ -313,11 +313,24 @@ API void *mi_realloc(void *p, size_t size)
   return q;
 }
 
+/* mi_heap_realloc's countdown ran out, or p starts a slice (then the countdown is not charged yet): an
+ * ordinary block there, which the filter rules out, takes the fast path's way. */
+static MPROF_NOINLINE MPROF_COLD void *heap_realloc_slow(mi_heap_t *heap, void *p, size_t size)
+{
+  bool wrapped = !mprof_maybe_sampled_block(p);
+  if (!wrapped && !mprof_sheap_maybe(p)) {
+    if (mprof_likely(mprof_skip(size))) return mprof_mi.mi_heap_realloc(heap, p, size);
+    wrapped = true;
+  }
+  mprof_req_t r = {.heap = heap, .size = size, .plain = plain, .plain_realloc = plain_realloc};
+  return mprof_realloc_slow_req(p, &r, wrapped);
+}
+
 API void *mi_heap_realloc(mi_heap_t *heap, void *p, size_t size)
 {
-  if (mprof_likely(!mprof_maybe_sampled(p) && mprof_skip(size))) return mprof_mi.mi_heap_realloc(heap, p, size);
-  mprof_req_t r = {.heap = heap, .size = size, .plain = plain, .plain_realloc = plain_realloc};
-  return mprof_realloc_slow_req(p, &r);       /* charged and wrapped, or p may be sampled (not charged) */
+  if (mprof_likely(!mprof_maybe_sampled_block(p) && mprof_skip(size)))
+    return mprof_mi.mi_heap_realloc(heap, p, size);
+  return heap_realloc_slow(heap, p, size);
 }
 API void *mi_rezalloc(void *p, size_t size) { return realloc_req(NULL, p, size, 0, 0, true); }
 API void *mi_heap_rezalloc(mi_heap_t *heap, void *p, size_t size) { return realloc_req(heap, p, size, 0, 0, true); }
@@ -441,8 +454,8 @@ API int mi_reallocarr(void *p, size_t count, size_t size)
 /* In place or not at all: it allocates nothing, so it changes no estimate. */
 API void *mi_expand(void *p, size_t size)
 {
-  if (mprof_unlikely(mprof_maybe_sampled(p) && p != NULL && mprof_sheap_contains(p)))
-    return size <= mprof_sheap_usable_size(p) ? p : NULL;
+  if (mprof_unlikely(mprof_maybe_sampled_block(p) && mprof_sheap_in_slot(p)))
+    return size <= mprof_sheap_usable(p) ? p : NULL;
   return mprof_mi.mi_expand(p, size);
 }
 
@@ -488,8 +501,7 @@ API void mi_free_size_aligned(void *p, size_t size, size_t alignment)
 API void mi_cfree(void *p)
 {
   if (mprof_unlikely(mprof_maybe_sampled(p))) {
-    if (p != NULL && mprof_sheap_contains(p)) mprof_free_slow(p);
-    else mprof_mi.mi_cfree(p);
+    if (mi_is_in_heap_region(p)) mprof_free_slow(p);
     return;
   }
   mprof_mi.mi_cfree(p);

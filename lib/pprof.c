@@ -45,6 +45,7 @@
 #include <zlib.h>
 
 #include "profile.pb-c.h"
+#include "lazylib.h"
 
 typedef Perftools__Profiles__Profile   profile_t;
 typedef Perftools__Profiles__ValueType value_type_t;
@@ -481,6 +482,10 @@ static size_t distinct_pcs(const mprof_snapshot_t *snap, uintptr_t *pcs)
 bool mprof_pprof_write(int fd, const mprof_snapshot_t *snap, const mprof_objects_t *objs,
                        const mprof_pprof_meta_t *meta)
 {
+  if (!mprof_lazy_loaded(MPROF_LAZY_PPROF)) {        /* loaded before dump_lock (dump.c), or never */
+    errno = ELIBACC;
+    return false;
+  }
   size_t frames = 0;
   for (size_t i = 0; i < snap->n; i++) frames += snap->stack[i].depth;
   size_t words = frames != 0 ? frames : 1, n = 0, region = STAGE_BYTES + OUT_BYTES + MPROF_DUMP_ZLIB_BYTES;

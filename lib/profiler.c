@@ -64,6 +64,17 @@ static void request(int kind)
   errno = saved;
 }
 
+/* A free slot of the sampled-block heap will be due for giving back (sheap.c): where this thread runs, it
+ * gives it back on time, whatever the program does meanwhile.  Async-signal-safe, as request(). */
+void mprof_profiler_purge_wake(void)
+{
+  if (!__atomic_load_n(&running, __ATOMIC_RELAXED)) return;
+  int saved = errno;
+  sem_post(&requests);
+  mprof_control_wake();
+  errno = saved;
+}
+
 /* Takes every pending request, as a set of kinds (bit k: kind k).  The thread serves one such round at a
  * time, one profile per kind, however many requests of that kind came while the last round was written:
  * a program that crosses MIMALLOC_PROF_INTERVAL faster than profiles are written gets one interval
@@ -222,6 +233,8 @@ static void wait_requests(uint64_t until)
   }
 }
 
+#define PURGE_MARGIN_NS ((uint64_t)5 * 1000000)
+
 static void *profiler_main(void *arg)
 {
   (void)arg;
@@ -229,8 +242,13 @@ static void *profiler_main(void *arg)
   prctl(PR_SET_NAME, "mimalloc-prof", 0, 0, 0);
   uint64_t next_period = period_ns != 0 ? mono_ns() + period_ns : UINT64_MAX;
   for (;;) {
-    if (mprof_control_active()) mprof_control_wait(next_period);   /* woken through the wake pair */
-    else wait_requests(next_period);
+    /* The sampled-block heap's purge, when one is due: its clock is the coarse one, a tick (4 ms at most)
+     * behind, hence the margin. */
+    uint64_t purge = mprof_sheap_purge_due(), wake = next_period;
+    if (purge != 0 && purge + PURGE_MARGIN_NS < wake) wake = purge + PURGE_MARGIN_NS;
+    if (mprof_control_active()) mprof_control_wait(wake);   /* woken through the wake pair */
+    else wait_requests(wake);
+    if (purge != 0 && mono_ns() >= purge) mprof_sheap_purge_tick();
     while (sem_trywait(&requests) == 0) {    /* posts whose requests this round takes too */
     }
     for (unsigned kinds; (kinds = take_requests()) != 0;) {
@@ -293,12 +311,12 @@ bool mprof_profiler_init(void)
   running = true;
   /* The socket's start may not load the unwinder on the thread: it is loaded now, once the thread exists,
    * as mi_prof_start would load it in a program whose threads run (libgcc too: fork children and new
-   * threads' first samples use it).  A start that comes before this is done drops its first samples. */
-  if (control && mprof_unwind_current() != MPROF_UNWIND_FP) {
-    size_t countdown = mprof_guard_enter();
-    mprof_unwind_prime();
-    mprof_guard_leave(countdown);
-  }
+   * threads' first samples use it).  A start that comes before this is done drops its first samples.
+   * Nor may the thread load what its profiles need (zlib, protobuf-c): they too are loaded now. */
+  size_t countdown = mprof_guard_enter();
+  mprof_lazy_load(MPROF_LAZY_PPROF);
+  if (control && mprof_unwind_current() != MPROF_UNWIND_FP) mprof_unwind_prime();
+  mprof_guard_leave(countdown);
   if (dump_signal != 0 && !catch(dump_signal, on_dump_signal, NULL))
     mprof_warn("cannot catch signal %d: %s", dump_signal, strerrorname_np(errno));
   for (int sig = 1; sig <= 64; sig++) {

@@ -13,7 +13,7 @@
  * A stopped session's records keep their weights and stacks (mi_prof_stop keeps what was recorded) until
  * the next start or a reset while stopped discards them.
  *
- * Orphans.  Every block in the sampled-block arena keeps a record for as long as it lives, so that its
+ * Orphans.  Every sampled block keeps a record for as long as it lives, so that its
  * free, and mi_heap_destroy() of its heap, always find it.  A block that is no longer a sample (its
  * session's data was discarded; a realloc that was not sampled kept it in place) keeps an orphan
  * record: its heap and size, no weight, no stack, outside every total.  So the table outlives a

@@ -43,10 +43,11 @@
  *
  * Samples that cannot be fully recorded keep their weight.  Without a stack (unwinder failure, no stack
  * room, a fork in progress, the stack table full or out of memory) the sample is recorded under the
- * one-frame stack MI_PROF_FRAME_DROPPED(reason); when the block cannot be tracked at all (the arena or
- * the record table has no room) it is served by mimalloc and only its allocated weight is counted, under
- * that stack.  Totals stay unbiased, and the profile shows how much went unattributed.  A request that
- * fails anyway (mimalloc cannot serve it either) is not a sample: nothing is counted.
+ * one-frame stack MI_PROF_FRAME_DROPPED(reason); when the block cannot be tracked at all (no sampled
+ * block can be had for it, or the record table has no room) it is served unsampled and only its allocated
+ * weight is counted, under that stack.  Totals stay unbiased, and the profile shows how much went
+ * unattributed.  A request that fails anyway (mimalloc cannot serve it either) is not a sample: nothing
+ * is counted.
  */
 #include "internal.h"
 
@@ -167,7 +168,7 @@ uint64_t mprof_random64(void)
 static uint64_t draw_distance(mprof_tls_t *t)
 {
   double u = (double)((rng_next(t) >> 11) + 1) * 0x1.0p-53;
-  return (uint64_t)(-log(u) * (double)t->rate);               /* at most ~36.7 * rate */
+  return (uint64_t)(-mprof_math_log(u) * (double)t->rate);    /* at most ~36.7 * rate */
 }
 
 /* w (0 <= w < 2^63) rounded to a whole number, up when the uniform u < frac(w): E = w exactly.  The
@@ -327,8 +328,9 @@ static MPROF_NOINLINE uint64_t sample_stack(mprof_tls_t *t, size_t size, uint64_
  * its half (halves) a sample stands for s / p_h bytes. */
 static void weigh(mprof_tls_t *t, size_t size, mprof_record_t *r)
 {
-  double p = -expm1(-(double)size / (double)t->rate);       /* p(s) = 1 - exp(-s/R) */
-  double q = sqrt(1 - p), one = q / (1 + q);
+  double x = -(double)size / (double)t->rate;
+  double p = -mprof_math_expm1(x);                          /* p(s) = 1 - exp(-s/R) */
+  double q = 1 + mprof_math_expm1(x / 2), one = q / (1 + q);   /* sqrt(1 - p) without libm's sqrt */
   double u_obj = rng_unit(t), u_bytes = rng_unit(t);        /* the half, and the bytes of both estimates,
                                                              * share a uniform: each is uniform */
   r->obj_fx = round_up_if(MPROF_FX_ONE / p, u_obj);
@@ -339,8 +341,9 @@ static void weigh(mprof_tls_t *t, size_t size, mprof_record_t *r)
 }
 
 /* Records the sampled block p of `size` bytes, sampled at `now` (0: not read), under `stack_id` (a real label
- * set when why is MI_PROF_DROP_REASONS, else the "dropped (why)" set) and tells the observer.  Guard up. */
-void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
+ * set when why is MI_PROF_DROP_REASONS, else the "dropped (why)" set) and tells the observer.  False when
+ * the budget had no room for its record (a drop, counted with its weight: p stays untracked).  Guard up. */
+bool mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, uint64_t stack_id,
                          mi_prof_drop_reason_t why, uint64_t now)
 {
   mprof_observer_t obs;
@@ -360,13 +363,15 @@ void mprof_sample_record(mprof_tls_t *t, void *p, size_t size, mi_heap_t *heap, 
     mprof_record_count(mprof_stack_dropped(why), r.obj_fx, r.inuse_bytes, t->session);
   }
   if (rc == MPROF_INSERT_SESSION) {                       /* stopped meanwhile: not a sample */
-    mprof_record_orphan((uintptr_t)p, size, heap);
-    return;
+    mprof_sheap_orphan(p, size, heap);
+    return true;
   }
+  if (rc == MPROF_INSERT_OK) mprof_sheap_track(p);
   if (mprof_unlikely(why != MI_PROF_DROP_REASONS)) mprof_drop(why);
-  if (rc != MPROF_INSERT_OK) return;
+  if (rc != MPROF_INSERT_OK) return false;
   if (obs.on_sample != NULL)
     obs.on_sample(p, size, (size_t)r.inuse_bytes, (size_t)t->rate, thread_id(t), obs.arg);
+  return true;
 }
 
 /* Captures the stack of a sample of `size` bytes about to be recorded at an address decided later (realloc
@@ -378,20 +383,31 @@ uint64_t mprof_sample_stack(mprof_tls_t *t, size_t size, uint64_t *now, mi_prof_
 
 mi_heap_t *mprof_sample_heap(const mprof_req_t *r) { return r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default(); }
 
-/* A sampled allocation: the block from the sampled-block heap, recorded with its stack; or, when the
- * heap cannot hold it, served unsampled by the request's own path with its allocated weight counted
- * under the "dropped" stack; NULL (with the entry point's errno) when that fails too, and then nothing
- * is counted.  Guard up. */
+/* A sampled allocation: the block from the sampled-block heap, recorded with its stack (served unsampled
+ * after all when it is a slot's and its record does not fit the budget); or, when the heap cannot hold
+ * it, served unsampled by the request's own path with its allocated weight counted under the "dropped"
+ * stack; NULL (with the entry point's errno) when that fails too, and then nothing is counted.  Guard
+ * up. */
 void *mprof_sample_alloc(mprof_tls_t *t, const mprof_req_t *r)
 {
   int saved_errno = errno;
   mi_prof_drop_reason_t why, arena_why;
   uint64_t now;
   uint64_t stack_id = sample_stack(t, r->size, &now, &why);
-  void *p = mprof_sheap_alloc(r->size, r->alignment, r->offset, r->zero, &arena_why);
+  void *p = mprof_sheap_alloc(r, &arena_why);
   if (mprof_likely(p != NULL)) {
-    if (stack_id != 0) mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why, now);
-    else mprof_record_orphan((uintptr_t)p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
+    if (stack_id == 0) {
+      mprof_sheap_orphan(p, r->size, mprof_sample_heap(r));   /* stopped meanwhile */
+    } else if (!mprof_sample_record(t, p, r->size, mprof_sample_heap(r), stack_id, why, now) &&
+               mprof_sheap_in_slot(p)) {
+      /* No record (the budget is full): a slot would hold a page and 32-64 KiB of the arena's address
+       * space for nothing, so the request is served as an unsampled one, if it can be. */
+      void *q = r->plain(r);
+      if (q != NULL) {
+        mprof_sheap_free(p);
+        p = q;
+      }
+    }
     errno = saved_errno;
     return p;
   }

@@ -1,36 +1,52 @@
-/* sheap.c - the sampled-block heap: where sampled blocks live, packed tightly.
+/* sheap.c - where sampled blocks live: each at the start of a slice, so free() knows them by address.
  *
- * Sampled blocks are served by this small allocator of our own, in the arena's window (arena.c), never by
- * mimalloc: so free() recognises them by address, their pages are ours to pack and give back, and no
- * thread has to own them (a mimalloc heap dies with the thread that created it, which made the previous
- * design park a helper thread in every profiled process; doc/design.md has the evidence).
+ * Every sampled block starts on a slice boundary (MPROF_SLICE in inline.h: 64 KiB on 64-bit platforms,
+ * 32 KiB on 32-bit ones, mimalloc 2.0's slice), so free() tells a block that may be sampled by one test
+ * of its address's low bits: mimalloc never starts a block of 1 KiB or less there, and the larger ones
+ * that do start there (2-25% of 1-16 KiB blocks, most larger ones) reach the slow path, which finds them
+ * ordinary (below).  Two homes:
+ *   - a request of up to two slices gets a slot of its own: one or two slices of address space in the
+ *     arena (arena.c), of which only the pages the program writes become resident;
+ *   - a larger one is allocated by mimalloc itself, from the heap the request names (the thread's
+ *     default heap for the malloc family), as it would be unsampled: mimalloc gives such a block a page
+ *     of its own, which starts on a slice.  It costs exactly what mimalloc spends on it unsampled, and
+ *     mimalloc's own heap functions (destroy, visits, ownership) see it as theirs (mi_heap.c).
+ * Large blocks are the ones that cost memory: samples of 128 KiB and more are 22-100% of such requests
+ * at the default rate, and kept apart from mimalloc they left holes in its pages that it did not give
+ * back (bench/mixed_live.c: the sampled-block heap held 27 MB while mimalloc shrank by 15 MB;
+ * doc/performance.md).  A small block in a slot costs a page, as in jemalloc's and tcmalloc's profilers
+ * (a sampled small request takes a page of its own there too).
  *
- * Three kinds of block, by size:
- *   - small (<= 4 KiB, alignment <= a page): slabs of 1..4 pages, one size class each (28 classes,
- *     16-byte steps to 128 B, then four per power of two).  Blocks are carved from a slab in address
- *     order as needed, so an untouched part of a slab costs no memory; freed blocks go on the slab's own
- *     list.  A class keeps a list of its slabs with free blocks; a slab whose last block is freed gives
- *     its pages back to the chunk at once, unless it is the class's only slab with room (kept, so a
- *     program that samples and frees one block at a time does not build a slab each time, until it has
- *     stayed empty for a whole purge period).
- *   - medium (<= MEDIUM_MAX): a run of whole pages.
- *   - large: a run of whole chunks (arena.c), freed runs cached there for reuse.
- * Slabs and page runs live in "page chunks": 1 MiB chunks whose first pages hold a header with a
- * descriptor per page (read at a slab's or run's first page only) and four page bitmaps (free; first
- * page of a slab or run; touched since mapped or purged; stale).  A run is taken and given back a
- * bitmap word at a time, and a chunk remembers a bound on its longest free run, so a request for many
- * pages costs tens of instructions and skips the chunks too fragmented to hold it.
+ * Slots.  An arena chunk (1 MiB) holds slots of one size, one slice or two (a request gets the smaller
+ * that holds it); the first is the chunk's header, whose first page describes the others.  A slot
+ * remembers the usable size of its block (mi_good_size() of the request, what an unsampled block would
+ * report; read lock-free) and its extent: how many pages from its start its
+ * occupants may have written, which are resident until given back.  Free slots wait on lists by extent; a
+ * request takes the free slot whose extent best matches its own pages (a smaller request in a larger slot
+ * would keep the difference resident, a larger one in a smaller slot faults pages in), so slots stay
+ * sorted by size as a size class's blocks do; a block freed from a slot whose extent an earlier occupant
+ * left more than TRIM_MIN pages above its own gives those pages back first.
  *
- * Giving memory back: freed pages stay resident for reuse until they have been free for a whole purge
- * period (MPROF_PURGE_NS, checked at the next operation on the heap, when more than PURGE_FLOOR is idle
- * or chunk runs are cached); then madvise(MADV_DONTNEED) returns them, and a page chunk that stays empty that long is unmapped, as are cached chunk runs (arena.c).  A
- * busy program reuses warm pages without system calls, and memory it stops using goes back to the
- * kernel within two periods of its next sample (a program that stops sampling altogether keeps what is
- * cached then).  When the address space runs out (RLIMIT_AS), everything cached is given back at once and
- * the request retried.
+ * Giving memory back, by time and by state.  A slot remembers when it became free.  Once a free slot has
+ * been free for a purge period (MPROF_PURGE_NS) and more than PURGE_FLOOR is idle, the next operation on
+ * the heap gives back every slot free that long: madvise(MADV_DONTNEED) of its extent, its chunk unmapped
+ * when all of its slots are free and given back (the last chunk stays mapped, its header page resident).
+ * The profiler thread, where there is one, runs the same purge when it is due (mprof_sheap_purge_due).
+ * No more than IDLE_MAX is kept: a slot freed beyond it is given back at once.  While no session runs
+ * nothing can reuse a slot, so a freed slot is given back at once, and mi_prof_stop() and mi_prof_reset()
+ * give back every free slot (mprof_sheap_purge_all).
  *
- * Lock: sheap_lock (rank 2 in internal.h) protects all of this and arena.c; it is taken around every
- * operation and never held while taking another lock.
+ * Blocks in mimalloc have no slot: a filter tells free() whether one may be sampled.  Per slice number
+ * modulo MPROF_FILTER_SLOTS it counts the live records of such blocks (a byte per 64 KiB slice of 4 GiB
+ * of address space, mapped at the first start, its pages touched only where such blocks lie, which
+ * mimalloc keeps together); 0 means certainly no record, and the block goes straight to mimalloc;
+ * otherwise the record table decides.  A count that reaches STICKY stays there: a false "maybe" for that
+ * slice from then on, never a false "no".  Counts change beside the records (mprof_sheap_track/_untrack),
+ * before the block is handed to the program and before it is given back to mimalloc; the program's own
+ * synchronisation, which hands the pointer to the thread that frees it, orders the two.
+ *
+ * Lock: sheap_lock (rank 2 in internal.h) protects the slots and arena.c, around every slot operation,
+ * never held while taking another lock.  The filter and the slots' sizes are read without it.
  */
 #include "internal.h"
 
@@ -38,339 +54,280 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
-#define MAX_PAGES      (MPROF_CHUNK / 4096)       /* descriptors per chunk header: the smallest page */
-#define BITMAP_WORDS   (MAX_PAGES / 64)
-#define SMALL_MAX      4096                       /* largest slab block */
-#define MEDIUM_MAX     (MPROF_CHUNK / 4)          /* largest page run */
-/* Free memory is kept this long for reuse: 10 ms.  At 100 ms, python3 (bench/py_workload.py) peaked
- * 2.6 MiB above stopped with its large sampled blocks freed and refilled faster than that; at 10 ms,
+#define CLASSES        2                                  /* slots of one slice, and of two */
+#define SLOT_MAX       (2 * MPROF_SLICE)
+#define SLOTS_MAX      (MPROF_CHUNK / MPROF_SLICE)       /* per chunk, the header's included */
+#define MAX_EXTENT     63                                 /* pages of a slot, at most */
+#define STICKY         UINT8_MAX
+/* Free slots keep their pages this long for reuse: 10 ms.  At 100 ms, python3 (bench/py_workload.py)
+ * peaked 2.6 MiB above stopped with its sampled blocks freed and refilled faster than that; at 10 ms,
  * +0.6 MiB, for 1.7% more page faults and no measurable wall time (doc/design.md, "Giving memory back"). */
 #define MPROF_PURGE_NS ((uint64_t)10 * 1000000)
-#define PURGE_FLOOR    ((size_t)256 * 1024)        /* idle resident memory never worth a purge */
+#define PURGE_FLOOR    ((size_t)256 * 1024)    /* idle resident memory never worth a purge */
+#define IDLE_MAX       ((size_t)512 * 1024)    /* idle resident memory kept at most: a slot freed beyond
+                                                * it is given back at once */
+#define TRIM_MIN       2                        /* pages an earlier occupant left that stay with a slot */
 
-enum { PG_FREE, PG_HEADER, PG_SLAB, PG_RUN };
+typedef struct slot_s {
+  uint32_t usable;      /* usable bytes of the block in it: mi_good_size of its request (read lock-free
+                         * while it lives) */
+  uint32_t prev, next;  /* free: its class's and extent's list, as slot references (0 = none) */
+  uint8_t  used;
+  uint8_t  extent;      /* pages from its start that may be written (resident until given back) */
+  uint64_t freed;       /* free: when (CLOCK_MONOTONIC_COARSE, ns) */
+} slot_t;
 
-typedef struct pdesc_s {
-  uint8_t  kind;       /* PG_* (at a slab's or run's first page; other pages' descriptors are unused) */
-  uint8_t  cls;        /* PG_SLAB: size class */
-  uint16_t npages;     /* PG_SLAB, PG_RUN: pages it spans */
-  uint16_t used;       /* PG_SLAB: blocks handed out */
-  uint16_t extent;     /* PG_SLAB: blocks carved so far (the rest of the slab is untouched) */
-  uint16_t free;       /* PG_SLAB: first freed block + 1, 0 = none */
-  uint32_t prev, next; /* PG_SLAB with free blocks: its class's list, as page references (0 = none) */
-} pdesc_t;             /* 20 bytes */
+typedef struct schunk_s {
+  struct schunk_s *prev, *next;     /* every chunk */
+  uint8_t          cls;             /* its slots are MPROF_SLICE << cls bytes (read lock-free) */
+  uint32_t         used;            /* slots in use */
+  slot_t           slot[SLOTS_MAX]; /* [0] is the header's own */
+} schunk_t;
 
-typedef struct pchunk_s {
-  struct pchunk_s *prev, *next;        /* every page chunk */
-  uint32_t free_pages;
-  uint32_t first_page;                 /* the pages before it hold this header */
-  uint32_t run_bound;                  /* no free run here is longer (an upper bound) */
-  bool     stale_empty;                /* empty at the last purge */
-  uint64_t free_bits[BITMAP_WORDS];    /* page is free */
-  uint64_t head_bits[BITMAP_WORDS];    /* page is the first of a slab or run (read lock-free) */
-  uint64_t touched_bits[BITMAP_WORDS]; /* page may be resident and nonzero */
-  uint64_t stale_bits[BITMAP_WORDS];   /* page was free and touched at the last purge */
-  pdesc_t  page[MAX_PAGES];
-} pchunk_t;
+_Static_assert(sizeof(schunk_t) <= 2048, "a chunk's header fits its first page");
 
-static const uint16_t class_size[] = {16,   32,   48,   64,   80,   96,   112,  128,  160,  192,
-                                      224,  256,  320,  384,  448,  512,  640,  768,  896,  1024,
-                                      1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096};
-#define CLASSES ((uint8_t)(sizeof class_size / sizeof class_size[0]))
+typedef struct class_s {
+  uint32_t head[MAX_EXTENT + 1];    /* free slots by extent */
+  uint64_t lists;                   /* bit e: head[e] is not empty */
+} class_t;
 
 static pthread_mutex_t sheap_lock = PTHREAD_MUTEX_INITIALIZER;
-static size_t   page;                 /* bytes */
-static size_t   chunk_pages;          /* pages per chunk */
-static uint8_t  slab_pages[CLASSES];  /* pages per slab of each class */
-static uint32_t partial[CLASSES];     /* slabs with free blocks: page reference, 0 = none */
-static uint32_t kept_empty[CLASSES];  /* partial[k] was this empty slab at the last purge */
-static pchunk_t *pchunks;             /* every page chunk */
-static uint64_t last_purge;           /* CLOCK_MONOTONIC_COARSE, ns */
-static size_t   live_blocks;
-static size_t   live_bytes;           /* usable bytes of the live blocks */
-static size_t   large_bytes;          /* usable bytes of the live large blocks */
-static size_t   touched_pages;        /* pages set in the page chunks' touched bitmaps */
+static size_t    page_bytes;
+static class_t   classes[CLASSES];
+static schunk_t *schunks;                /* every chunk */
+static size_t    nchunks;
+static size_t    idle_pages;             /* the free slots' extents */
+static size_t    dirty_pages;            /* every slot's extent, and the headers' pages */
+static uint64_t  purge_due;              /* a free slot becomes old enough then; 0 = none is waiting */
+
+uintptr_t        mprof_sheap_window_lo, mprof_sheap_window_size;   /* the slots' window (inline test) */
+static uintptr_t ref_lo;                 /* the lowest chunk address (slot references) */
+uint8_t         *mprof_sheap_filter;     /* MPROF_FILTER_SLOTS counts; NULL before the first start */
+static size_t    live_blocks, live_bytes, mi_bytes;   /* relaxed atomics, for mi_prof_stats */
 
 /* ---------------------------------------------------------------------------------------------------
-   Page chunks, descriptors and page references
+   Slots
 --------------------------------------------------------------------------------------------------- */
 
-static inline bool bit(const uint64_t *b, size_t i) { return (b[i / 64] >> (i % 64)) & 1; }
-static inline void bit_set(uint64_t *b, size_t i) { b[i / 64] |= (uint64_t)1 << (i % 64); }
-static inline void bit_clear(uint64_t *b, size_t i) { b[i / 64] &= ~((uint64_t)1 << (i % 64)); }
-
-/* Bits [lo, lo + cnt) of a word, 0 < cnt <= 64 - lo. */
-static inline uint64_t word_mask(size_t lo, size_t cnt) { return (~(uint64_t)0 >> (64 - cnt)) << lo; }
-
-/* How many of the bits [i, end) lie in i's word. */
-static inline size_t span_in_word(size_t i, size_t end) { return end - i < 64 - i % 64 ? end - i : 64 - i % 64; }
-
-/* Sets (`on`) or clears bits [i, i + n) of b, a word at a time. */
-static inline void bits_assign(uint64_t *b, size_t i, size_t n, bool on)
+static inline schunk_t *chunk_of(const void *p) { return (schunk_t *)((uintptr_t)p & ~(MPROF_CHUNK - 1)); }
+static inline size_t slot_bytes(const schunk_t *c) { return MPROF_SLICE << c->cls; }
+static inline size_t slot_count(const schunk_t *c) { return MPROF_CHUNK / slot_bytes(c); }
+static inline size_t slot_index(const schunk_t *c, const void *p)
 {
-  for (size_t end = i + n, cnt; i < end; i += cnt) {
-    cnt = span_in_word(i, end);
-    uint64_t m = word_mask(i % 64, cnt);
-    b[i / 64] = on ? b[i / 64] | m : b[i / 64] & ~m;
-  }
+  return ((uintptr_t)p & (MPROF_CHUNK - 1)) / slot_bytes(c);
+}
+static inline char *slot_addr(schunk_t *c, size_t i) { return (char *)c + i * slot_bytes(c); }
+static inline slot_t *slot_of(const void *p) { schunk_t *c = chunk_of(p); return &c->slot[slot_index(c, p)]; }
+static inline size_t pages_of(size_t bytes) { return (bytes + page_bytes - 1) / page_bytes; }
+
+/* A slot as 32 bits for the lists: chunk number in the arena * SLOTS_MAX + slot, + 1. */
+static uint32_t ref_of(const schunk_t *c, size_t i)
+{
+  return (uint32_t)((((uintptr_t)c - ref_lo) >> MPROF_CHUNK_SHIFT) * SLOTS_MAX + i + 1);
 }
 
-/* The head bitmap is read by block_of() without the lock: whole-word atomic accesses. */
-static inline void head_assign(pchunk_t *c, size_t i, bool on)
+static slot_t *deref(uint32_t ref, schunk_t **c, size_t *i)
 {
-  uint64_t *w = &c->head_bits[i / 64], m = (uint64_t)1 << (i % 64);
-  __atomic_store_n(w, on ? *w | m : *w & ~m, __ATOMIC_RELAXED);
-}
-
-static inline pchunk_t *chunk_of(const void *p) { return (pchunk_t *)((uintptr_t)p & ~(uintptr_t)(MPROF_CHUNK - 1)); }
-static inline size_t page_index(const pchunk_t *c, const void *p) { return ((uintptr_t)p - (uintptr_t)c) / page; }
-static inline char *page_addr(pchunk_t *c, size_t i) { return (char *)c + i * page; }
-
-/* A page as 32 bits for the slab lists: chunk number in the window << 8 | page index, + 1. */
-static uint32_t ref_of(const pchunk_t *c, size_t i)
-{
-  uintptr_t lo, hi;
-  mprof_arena_window(&lo, &hi);
-  return (uint32_t)(((((uintptr_t)c - lo) >> MPROF_CHUNK_SHIFT) << 8) | i) + 1;
-}
-
-static pdesc_t *deref(uint32_t ref, pchunk_t **c, size_t *i)
-{
-  uintptr_t lo, hi;
-  mprof_arena_window(&lo, &hi);
   ref--;
-  *c = (pchunk_t *)(lo + ((uintptr_t)(ref >> 8) << MPROF_CHUNK_SHIFT));
-  *i = ref & 0xff;
-  return &(*c)->page[*i];
+  *c = (schunk_t *)(ref_lo + ((uintptr_t)(ref / SLOTS_MAX) << MPROF_CHUNK_SHIFT));
+  *i = ref % SLOTS_MAX;
+  return &(*c)->slot[*i];
 }
 
-static pchunk_t *chunk_new(void)
+static void list_push(schunk_t *c, size_t i)
 {
-  pchunk_t *c = mprof_arena_chunk_alloc();
-  if (c == NULL) return NULL;
-  size_t header = (sizeof *c + page - 1) / page;
-  c->first_page = (uint32_t)header;
-  for (size_t i = 0; i < header; i++) {
-    c->page[i].kind = PG_HEADER;
-    bit_set(c->touched_bits, i);
+  class_t *k = &classes[c->cls];
+  slot_t *s = &c->slot[i];
+  uint32_t ref = ref_of(c, i);
+  schunk_t *hc;
+  size_t hi;
+  s->prev = 0;
+  s->next = k->head[s->extent];
+  if (s->next != 0) deref(s->next, &hc, &hi)->prev = ref;
+  k->head[s->extent] = ref;
+  k->lists |= (uint64_t)1 << s->extent;
+  idle_pages += s->extent;
+}
+
+static void list_remove(schunk_t *c, slot_t *s)
+{
+  class_t *k = &classes[c->cls];
+  schunk_t *oc;
+  size_t oi;
+  if (s->prev != 0) deref(s->prev, &oc, &oi)->next = s->next;
+  else k->head[s->extent] = s->next;
+  if (s->next != 0) deref(s->next, &oc, &oi)->prev = s->prev;
+  if (k->head[s->extent] == 0) k->lists &= ~((uint64_t)1 << s->extent);
+  idle_pages -= s->extent;
+  s->prev = s->next = 0;
+}
+
+static bool chunk_new(uint8_t cls)
+{
+  schunk_t *c = mprof_arena_chunk_alloc();
+  if (c == NULL) return false;
+  c->cls = cls;
+  dirty_pages += pages_of(sizeof *c);
+  c->next = schunks;
+  if (schunks != NULL) schunks->prev = c;
+  schunks = c;
+  nchunks++;
+  for (size_t i = slot_count(c) - 1; i >= 1; i--) list_push(c, i);   /* the lowest address first */
+  return true;
+}
+
+/* Chunk c, whose slots are all free, goes back to the arena: their pages with it, in one munmap. */
+static void chunk_delete(schunk_t *c)
+{
+  for (size_t i = 1; i < slot_count(c); i++) {
+    list_remove(c, &c->slot[i]);
+    dirty_pages -= c->slot[i].extent;
   }
-  touched_pages += header;
-  bits_assign(c->free_bits, header, chunk_pages - header, true);
-  c->free_pages = (uint32_t)(chunk_pages - header);
-  c->run_bound = c->free_pages;
-  c->next = pchunks;
-  if (pchunks != NULL) pchunks->prev = c;
-  pchunks = c;
-  return c;
-}
-
-static void chunk_delete(pchunk_t *c)
-{
-  for (size_t w = 0; w < BITMAP_WORDS; w++) touched_pages -= (size_t)__builtin_popcountll(c->touched_bits[w]);
+  dirty_pages -= pages_of(sizeof *c);
   if (c->prev != NULL) c->prev->next = c->next;
-  else pchunks = c->next;
+  else schunks = c->next;
   if (c->next != NULL) c->next->prev = c->prev;
+  nchunks--;
   mprof_arena_chunk_free(c);
 }
 
-static bool chunk_empty(const pchunk_t *c) { return c->free_pages == chunk_pages - c->first_page; }
-
-/* ---------------------------------------------------------------------------------------------------
-   Page runs
---------------------------------------------------------------------------------------------------- */
-
-/* The first page at or after i whose bit in b is `on` (chunk_pages if none), a word at a time. */
-static inline size_t next_bit(const uint64_t *b, size_t i, bool on)
+/* Whether chunk c has no slot in use and none with pages resident. */
+static bool chunk_clean(const schunk_t *c)
 {
-  while (i < chunk_pages) {
-    uint64_t w = (on ? b[i / 64] : ~b[i / 64]) >> (i % 64);
-    if (w != 0) return i + (size_t)__builtin_ctzll(w);
-    i = (i / 64 + 1) * 64;
+  if (c->used != 0) return false;
+  for (size_t i = 1; i < slot_count(c); i++) {
+    if (c->slot[i].extent != 0) return false;
   }
-  return chunk_pages;
+  return true;
 }
 
-static inline size_t next_free(const pchunk_t *c, size_t i) { return next_bit(c->free_bits, i, true); }
-static inline size_t next_used(const pchunk_t *c, size_t i) { return next_bit(c->free_bits, i, false); }
+/* Pages to give back once sheap_lock is released: madvise() takes the kernel's lock of the address space
+ * and interrupts the other CPUs that run the process's threads, and made under our lock it made every
+ * sampling thread wait (bench/mstress_like, 8 threads on 2 cores: 1,570 futex waits against 92).  A slot
+ * queued is pinned meanwhile: counted in use, out of its lists, so nobody takes it and its chunk stays;
+ * queue_run() makes the calls and then puts the pinned slots back on their lists.  (A fork child whose
+ * parent had slots pinned by another thread keeps them pinned: a few slots never reused.) */
+typedef struct qentry_s {
+  schunk_t *c;
+  uint32_t  i;
+  uint8_t   from, keep;    /* pages [keep, from) of the slot go */
+  bool      back;          /* a free slot, pinned: back to its lists after */
+} qentry_t;
+typedef struct queue_s {
+  size_t    n, max;
+  qentry_t *e;
+} queue_t;
+/* A queue on the allocating thread's stack holds a few entries (a sample may run with 1 KiB of stack
+ * left: tests/unwind_probe's tinystack); the purges of mi_prof_stop and of the profiler thread hold more
+ * per round of sheap_lock. */
+#define QUEUE(name, cap) \
+  qentry_t name##_e[cap]; \
+  queue_t name = {.n = 0, .max = cap, .e = name##_e}
+enum { QUEUE_SAMPLE = 8, QUEUE_PURGE = 32 };
 
-/* One past the last page before i that is not free (0 if none: the header pages are never free). */
-static inline size_t prev_used(const pchunk_t *c, size_t i)
+/* Slot i of chunk c keeps `keep` of its pages, the others go back to the system: by q when it has room
+ * (true), else now (false, nothing done).  `back`: the slot is free and out of its lists. */
+static bool queued(queue_t *q, schunk_t *c, size_t i, size_t keep, bool back)
 {
-  if (i % 64 != 0) {
-    uint64_t used = ~c->free_bits[i / 64] << (64 - i % 64);   /* bits < i, on top */
-    if (used != 0) return i - (size_t)__builtin_clzll(used);
+  if (q == NULL || q->n == q->max) return false;
+  slot_t *s = &c->slot[i];
+  q->e[q->n].c = c;
+  q->e[q->n].i = (uint32_t)i;
+  q->e[q->n].from = s->extent;
+  q->e[q->n].keep = (uint8_t)keep;
+  q->e[q->n].back = back;
+  q->n++;
+  dirty_pages -= s->extent - keep;
+  s->extent = (uint8_t)keep;
+  if (back) {
+    s->used = 1;
+    c->used++;
   }
-  for (size_t w = i / 64; w > 0;) {
-    uint64_t used = ~c->free_bits[--w];
-    if (used != 0) return w * 64 + 64 - (size_t)__builtin_clzll(used);
-  }
-  return 0;
+  return true;
 }
 
-/* The first free run of n pages in c that starts at a multiple of `step` pages; 0 if there is none.
- * A search for any start (step 1) that finds none has seen every free run: c->run_bound becomes the
- * longest, so requests that cannot fit skip this chunk until a free makes a longer run. */
-static size_t run_find(pchunk_t *c, size_t n, size_t step)
+/* Slot i of chunk c, in use, keeps `keep` of its pages; those beyond go back to the system. */
+static void slot_trim(schunk_t *c, size_t i, size_t keep, queue_t *q)
 {
-  if (n > c->run_bound) return 0;
-  size_t i = c->first_page, longest = 0;
-  for (;;) {
-    i = next_free(c, i);
-    size_t start = step == 1 ? i : (i + step - 1) / step * step;   /* the run's first page, aligned */
-    if (start + n > chunk_pages) break;
-    size_t end = next_used(c, start);
-    if (end >= start + n) return start;
-    if (end - i > longest) longest = end - i;
-    i = end;
+  if (queued(q, c, i, keep, false)) return;
+  slot_t *s = &c->slot[i];
+  madvise(slot_addr(c, i) + keep * page_bytes, (s->extent - keep) * page_bytes, MADV_DONTNEED);
+  dirty_pages -= s->extent - keep;
+  s->extent = (uint8_t)keep;
+}
+
+/* Slot i of chunk c, free and out of its lists, keeps `keep` of its pages and goes back to its lists. */
+static void slot_keep(schunk_t *c, size_t i, size_t keep, queue_t *q)
+{
+  if (keep < c->slot[i].extent) {
+    if (queued(q, c, i, keep, true)) return;
+    slot_trim(c, i, keep, NULL);
   }
-  if (step == 1) c->run_bound = (uint32_t)(chunk_pages - i > longest ? chunk_pages - i : longest);
-  return 0;
+  list_push(c, i);
 }
 
-/* Takes n pages starting at a multiple of `step` pages, from any page chunk or a new one: sets *c and
- * returns the first page's index, or 0 (errno) when no chunk can be had.  Zeroes pages that may not be
- * zero when asked; the descriptors say "run" (the caller may retag the head). */
-static size_t run_alloc(size_t n, size_t step, bool zero, pchunk_t **out)
+/* Gives back free slot i's pages. */
+static void slot_release(schunk_t *c, size_t i, queue_t *q)
 {
-  pchunk_t *c;
-  size_t i = 0;
-  for (c = pchunks; c != NULL; c = c->next) {
-    if (c->free_pages >= n && (i = run_find(c, n, step)) != 0) break;
+  slot_t *s = &c->slot[i];
+  if (s->extent == 0) return;
+  list_remove(c, s);
+  slot_keep(c, i, 0, q);
+}
+
+/* Without sheap_lock: q's system calls, then its pinned slots back on their lists. */
+static void __attribute__((noinline)) queue_drain(queue_t *q)
+{
+  bool back = false;
+  for (size_t k = 0; k < q->n; k++) {
+    char *a = slot_addr(q->e[k].c, q->e[k].i);
+    madvise(a + q->e[k].keep * page_bytes, (size_t)(q->e[k].from - q->e[k].keep) * page_bytes, MADV_DONTNEED);
+    back |= q->e[k].back;
   }
-  if (c == NULL) {
-    if ((c = chunk_new()) == NULL) return 0;
-    if ((i = run_find(c, n, step)) == 0) return 0;   /* cannot happen: n, step fit a fresh chunk */
+  if (back) {
+    mprof_lock(&sheap_lock);
+    for (size_t k = 0; k < q->n; k++) {
+      if (!q->e[k].back) continue;
+      schunk_t *c = q->e[k].c;
+      c->slot[q->e[k].i].used = 0;
+      c->used--;
+      list_push(c, q->e[k].i);
+    }
+    mprof_unlock(&sheap_lock);
   }
-  c->free_pages -= (uint32_t)n;
-  c->stale_empty = false;
-  bits_assign(c->free_bits, i, n, false);
-  bits_assign(c->stale_bits, i, n, false);
-  /* Count the pages touched now; zero the others when asked. */
-  for (size_t k = i, end = i + n, cnt; k < end; k += cnt) {
-    cnt = span_in_word(k, end);
-    uint64_t m = word_mask(k % 64, cnt), warm = c->touched_bits[k / 64] & m;
-    if (warm != m) touched_pages += (size_t)__builtin_popcountll(m & ~warm);
-    c->touched_bits[k / 64] |= m;
-    for (; zero && warm != 0; warm &= warm - 1)
-      memset(page_addr(c, k / 64 * 64 + (size_t)__builtin_ctzll(warm)), 0, page);
-  }
-  c->page[i] = (pdesc_t){.kind = PG_RUN, .npages = (uint16_t)n};
-  head_assign(c, i, true);
-  *out = c;
-  return i;
+  q->n = 0;
 }
 
-static void run_free(pchunk_t *c, size_t i)
+static inline void queue_run(queue_t *q)
 {
-  size_t n = c->page[i].npages;
-  c->page[i].kind = PG_FREE;
-  head_assign(c, i, false);
-  bits_assign(c->free_bits, i, n, true);
-  c->free_pages += (uint32_t)n;
-  size_t merged = next_used(c, i + n) - prev_used(c, i);   /* the free run it is now part of */
-  if (merged > c->run_bound) c->run_bound = (uint32_t)merged;
+  if (q->n != 0) queue_drain(q);
 }
 
-/* The first page of the slab or run that page i (in use) belongs to: the nearest head at or before it.
- * Lock-free (block_of): no head can appear between a live block's first page and its other pages. */
-static inline size_t head_of(const pchunk_t *c, size_t i)
+/* A free slot of class `cls` for a block of n pages: the smallest extent from n to 2n (or n + 2) pages,
+ * else the largest below n (its missing pages fault in as they are written), else the smallest above
+ * (its pages beyond n given back first), else one of a new chunk.  NULL (errno) when no chunk can be
+ * had. */
+static char *slot_take(uint8_t cls, size_t n, queue_t *q)
 {
-  size_t w = i / 64;
-  uint64_t h = __atomic_load_n(&c->head_bits[w], __ATOMIC_RELAXED) << (63 - i % 64);   /* bits <= i, on top */
-  if (mprof_likely(h != 0)) return i - (size_t)__builtin_clzll(h);
-  while (w > 0) {
-    h = __atomic_load_n(&c->head_bits[--w], __ATOMIC_RELAXED);
-    if (h != 0) return w * 64 + 63 - (size_t)__builtin_clzll(h);
-  }
-  return 0;   /* cannot happen: p is in a live block */
-}
-
-/* ---------------------------------------------------------------------------------------------------
-   Slabs
---------------------------------------------------------------------------------------------------- */
-
-static void partial_push(uint8_t cls, pchunk_t *c, size_t i)
-{
-  pdesc_t *d = &c->page[i];
-  pchunk_t *hc;
-  size_t hi;
-  d->prev = 0;
-  d->next = partial[cls];
-  if (partial[cls] != 0) deref(partial[cls], &hc, &hi)->prev = ref_of(c, i);
-  partial[cls] = ref_of(c, i);
-}
-
-static void partial_remove(uint8_t cls, pdesc_t *d)
-{
-  pchunk_t *oc;
-  size_t oi;
-  if (d->prev != 0) deref(d->prev, &oc, &oi)->next = d->next;
-  else partial[cls] = d->next;
-  if (d->next != 0) deref(d->next, &oc, &oi)->prev = d->prev;
-  d->prev = d->next = 0;
-}
-
-static inline size_t slab_capacity(uint8_t cls) { return slab_pages[cls] * page / class_size[cls]; }
-
-/* Free blocks of a slab are linked by index: a freed block's first two bytes hold the next one + 1. */
-static void *slab_alloc(uint8_t cls, bool zero)
-{
-  pchunk_t *c;
+  class_t *k = &classes[cls];
+  uint64_t at_least = k->lists >> n << n, below = k->lists & (((uint64_t)1 << n) - 1);
+  size_t e, near = 2 * n > n + 2 ? 2 * n : n + 2;
+  if (at_least != 0 && (size_t)__builtin_ctzll(at_least) <= near) e = (size_t)__builtin_ctzll(at_least);
+  else if (below != 0) e = 63 - (size_t)__builtin_clzll(below);
+  else if (at_least != 0) e = (size_t)__builtin_ctzll(at_least);
+  else if (chunk_new(cls)) e = 0;
+  else return NULL;
+  schunk_t *c;
   size_t i;
-  pdesc_t *d;
-  if (partial[cls] != 0) {
-    d = deref(partial[cls], &c, &i);
-  } else {
-    if ((i = run_alloc(slab_pages[cls], 1, false, &c)) == 0) return NULL;
-    d = &c->page[i];
-    *d = (pdesc_t){.kind = PG_SLAB, .cls = cls, .npages = slab_pages[cls]};
-    partial_push(cls, c, i);
-  }
-  char *block;
-  if (d->free != 0) {
-    block = page_addr(c, i) + (size_t)(d->free - 1u) * class_size[cls];
-    memcpy(&d->free, block, sizeof d->free);
-  } else {
-    block = page_addr(c, i) + (size_t)d->extent++ * class_size[cls];
-  }
-  if (++d->used == slab_capacity(cls)) partial_remove(cls, d);
-  if (zero) memset(block, 0, class_size[cls]);
-  return block;
+  slot_t *s = deref(k->head[e], &c, &i);
+  list_remove(c, s);
+  s->used = 1;
+  c->used++;
+  if (e > near) slot_trim(c, i, n, q);
+  return slot_addr(c, i);
 }
-
-static void slab_free(pchunk_t *c, size_t i, void *p)
-{
-  pdesc_t *d = &c->page[i];
-  uint8_t cls = d->cls;
-  if (d->used-- == slab_capacity(cls)) partial_push(cls, c, i);
-  if (d->used == 0 && (d->prev != 0 || d->next != 0)) {   /* empty, and not its class's only slab with */
-    partial_remove(cls, d);                              /* room: its pages go back to the chunk */
-    run_free(c, i);
-    return;
-  }
-  memcpy(p, &d->free, sizeof d->free);
-  d->free = (uint16_t)(((char *)p - page_addr(c, i)) / class_size[cls] + 1);
-}
-
-/* The smallest class that holds `size` bytes aligned to `alignment` (a power of two, at most a page), or
- * CLASSES when none does. */
-static uint8_t class_of(size_t size, size_t alignment)
-{
-  size_t k;
-  if (size <= 128) {
-    k = size == 0 ? 0 : (size - 1) / 16;             /* 16-byte steps */
-  } else {                                            /* four per power of two: (2^e, 2^(e+1)] */
-    unsigned e = (unsigned)(8 * sizeof(unsigned long) - 1) - (unsigned)__builtin_clzl((unsigned long)(size - 1));
-    k = 8 + (e - 7) * 4 + ((size - ((size_t)1 << e) - 1) >> (e - 2));
-  }
-  while (k < CLASSES && (class_size[k] & (alignment - 1)) != 0) k++;
-  return k < CLASSES ? (uint8_t)k : CLASSES;
-}
-
-/* ---------------------------------------------------------------------------------------------------
-   Giving memory back
---------------------------------------------------------------------------------------------------- */
 
 static uint64_t coarse_now(void)
 {
@@ -379,291 +336,300 @@ static uint64_t coarse_now(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* madvise(MADV_DONTNEED) for the pages of c set in `mask`, a run at a time; they are then zero. */
-static void release_pages(pchunk_t *c, const uint64_t *mask)
+/* Gives back every free slot freed at or before `before` (all of them: UINT64_MAX), and unmaps each
+ * chunk left clean, all but one (`all`: that one too).  purge_due becomes the time the oldest free slot
+ * kept becomes old enough.  False when q filled up before the end: the rest is still due (the caller
+ * runs q and purges again, or leaves it to the next purge). */
+static bool purge(uint64_t before, bool all, queue_t *q)
 {
-  for (size_t i = next_bit(mask, c->first_page, true); i < chunk_pages;) {
-    size_t k = next_bit(mask, i, false);
-    bits_assign(c->touched_bits, i, k - i, false);
-    touched_pages -= k - i;        /* mask holds touched pages only */
-    madvise(page_addr(c, i), (k - i) * page, MADV_DONTNEED);
-    i = next_bit(mask, k, true);
-  }
-}
-
-/* Frees each class's kept empty slab that was already kept at the last purge (all of them: `all`). */
-static void purge_slabs(bool all)
-{
-  for (uint8_t k = 0; k < CLASSES; k++) {
-    pchunk_t *c;
-    size_t i;
-    uint32_t ref = partial[k];
-    pdesc_t *d = ref != 0 ? deref(ref, &c, &i) : NULL;
-    if (d == NULL || d->used != 0) {
-      kept_empty[k] = 0;
-    } else if (all || kept_empty[k] == ref) {
-      partial_remove(k, d);
-      run_free(c, i);
-      kept_empty[k] = 0;
-    } else {
-      kept_empty[k] = ref;
-    }
-  }
-}
-
-/* Gives back what has been free since the last purge (or everything free, when `all`). */
-static void purge(bool all)
-{
-  purge_slabs(all);
-  for (pchunk_t *c = pchunks, *next; c != NULL; c = next) {
+  uint64_t oldest = UINT64_MAX;
+  for (schunk_t *c = schunks, *next; c != NULL; c = next) {
     next = c->next;
-    if (chunk_empty(c) && (all || c->stale_empty)) {
+    bool whole = c->used == 0 && (all || nchunks > 1);   /* every slot free and due: one munmap */
+    for (size_t i = 1; whole && i < slot_count(c); i++) whole = c->slot[i].freed <= before;
+    if (whole) {
       chunk_delete(c);
       continue;
     }
-    uint64_t release[BITMAP_WORDS];
-    for (size_t w = 0; w < BITMAP_WORDS; w++) {
-      uint64_t free_touched = c->free_bits[w] & c->touched_bits[w];
-      release[w] = all ? free_touched : free_touched & c->stale_bits[w];
+    for (size_t i = 1; i < slot_count(c); i++) {
+      slot_t *s = &c->slot[i];
+      if (s->used || s->extent == 0) continue;
+      if (s->freed > before) {
+        if (s->freed < oldest) oldest = s->freed;
+      } else if (q != NULL && q->n == q->max) {
+        return false;
+      } else {
+        slot_release(c, i, q);
+      }
     }
-    release_pages(c, release);
-    for (size_t w = 0; w < BITMAP_WORDS; w++) c->stale_bits[w] = c->free_bits[w] & c->touched_bits[w];
-    c->stale_empty = chunk_empty(c);
+    if ((all || nchunks > 1) && chunk_clean(c)) chunk_delete(c);
   }
-  if (all) mprof_arena_release_cache();
-  else mprof_arena_purge();
+  __atomic_store_n(&purge_due, oldest == UINT64_MAX ? 0 : oldest + MPROF_PURGE_NS, __ATOMIC_RELAXED);
+  return true;
 }
 
-/* A purge once per period, when there is something worth giving back: cached chunk runs, or more than
- * PURGE_FLOOR of idle resident pages (touched, minus what small and medium blocks use).  Below that, the
- * madvise calls and the page faults that follow cost more than the memory is worth: a program sampling a
- * few short-lived blocks at a time would empty, give back and fault in the same slab every period. */
-static void purge_tick(void)
+/* The purge that is due, if worth it (if not, none is due until the next free); false as purge(). */
+static bool purge_tick(uint64_t now, queue_t *q)
 {
-  size_t resident = touched_pages * page, used = live_bytes - large_bytes;
-  if (mprof_arena_cached_bytes() == 0 && resident < used + PURGE_FLOOR) return;   /* before the clock */
-  uint64_t now = coarse_now();
-  if (now - last_purge < MPROF_PURGE_NS) return;
-  last_purge = now;
-  purge(false);
+  if (purge_due == 0 || now < purge_due) return true;
+  if (idle_pages * page_bytes < PURGE_FLOOR) {     /* not worth its system calls */
+    __atomic_store_n(&purge_due, 0, __ATOMIC_RELAXED);
+    return true;
+  }
+  return purge(now - MPROF_PURGE_NS, false, q);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+   The filter for blocks in mimalloc
+--------------------------------------------------------------------------------------------------- */
+
+static inline uint8_t *count_of(uint8_t *f, const void *p)
+{
+  return &f[((uintptr_t)p >> MPROF_SLICE_SHIFT) & (MPROF_FILTER_SLOTS - 1)];
+}
+
+static void count_step(const void *p, bool up)
+{
+  uint8_t *c = count_of(mprof_sheap_filter, p), v = __atomic_load_n(c, __ATOMIC_RELAXED);
+  do {
+    if (v == STICKY || (!up && v == 0)) return;
+  } while (!__atomic_compare_exchange_n(c, &v, (uint8_t)(up ? v + 1 : v - 1), true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
 }
 
 /* ---------------------------------------------------------------------------------------------------
    The heap's interface
 --------------------------------------------------------------------------------------------------- */
 
-/* Called under api_lock by mi_prof_start(): sets up the window (once).  False: no window (said by the
- * caller, MI_PROF_DROP_NO_ARENA). */
+/* Called under api_lock by mi_prof_start(): the window and the filter (once).  False: no memory for them
+ * (said by the caller, MI_PROF_DROP_NO_ARENA). */
 bool mprof_sheap_init(void)
 {
-  if (page != 0) return true;
+  if (mprof_sheap_init_done()) return true;
   if (!mprof_arena_init()) return false;
   size_t pg = mprof_arena_page();
-  if (pg > MPROF_CHUNK / 16 || MPROF_CHUNK / pg > MAX_PAGES) return false;   /* 4 KiB .. 64 KiB pages */
-  for (uint8_t k = 0; k < CLASSES; k++) {
-    /* The fewest pages (1, 2 or 4) that waste at most an eighth of the slab. */
-    size_t n = 1;
-    while (n < 4 && (n * pg) % class_size[k] > n * pg / 8) n *= 2;
-    slab_pages[k] = (uint8_t)n;
-  }
-  chunk_pages = MPROF_CHUNK / pg;
-  __atomic_store_n(&page, pg, __ATOMIC_RELEASE);
+  if (SLOT_MAX / pg > MAX_EXTENT || MPROF_SLICE % pg != 0) return false;   /* pages of 2 KiB .. a slice */
+  void *f = mmap(NULL, MPROF_FILTER_SLOTS, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (f == MAP_FAILED) return false;
+  page_bytes = pg;
+  uintptr_t lo, hi;
+  mprof_arena_window(&lo, &hi);
+  mprof_sheap_window_lo = lo;
+  mprof_sheap_window_size = hi - lo;
+  ref_lo = mprof_arena_base();
+  __atomic_store_n(&mprof_sheap_filter, (uint8_t *)f, __ATOMIC_RELEASE);
   return true;
 }
 
-typedef enum { BLOCK_SMALL, BLOCK_MEDIUM, BLOCK_LARGE } block_kind_t;
+bool mprof_sheap_init_done(void) { return __atomic_load_n(&mprof_sheap_filter, __ATOMIC_ACQUIRE) != NULL; }
 
-/* How a request is served: a slab class (small), a page run (medium) or a chunk run (large). */
-static block_kind_t kind_for(size_t size, size_t alignment, uint8_t *cls)
+/* Whether p is in a slot (lock-free, exact: the arena's chunk map). */
+bool mprof_sheap_in_slot(const void *p) { return mprof_arena_contains(p); }
+
+/* What the program may use of sampled block p: what mimalloc gives an unsampled request of its size
+ * (lock-free: a live block's slot does not change). */
+size_t mprof_sheap_usable(const void *p)
 {
-  if (size <= SMALL_MAX && alignment <= page && (*cls = class_of(size, alignment)) < CLASSES) return BLOCK_SMALL;
-  if (size <= MEDIUM_MAX && alignment <= MEDIUM_MAX) return BLOCK_MEDIUM;
-  return BLOCK_LARGE;
+  if (!mprof_arena_contains(p)) return mprof_mi.mi_usable_size(p);
+  return __atomic_load_n(&slot_of(p)->usable, __ATOMIC_RELAXED);
 }
 
-/* The block that holds p (its start, which p may be past: an _aligned_at request with an offset gets a
- * pointer inside its block) and its kind and usable bytes.  Lock-free: what describes a live block (its
- * chunk's state, its slab's class, its run's length) does not change while the block lives. */
-typedef struct block_s {
-  block_kind_t kind;
-  char        *start;
-  size_t       usable;         /* bytes from start */
-} block_t;
-
-static block_t block_of(const void *p)
+/* The slot class for a request, CLASSES when a slot cannot hold it. */
+static inline uint8_t class_for(size_t size, size_t alignment)
 {
-  block_t b;
-  char *run = mprof_arena_run_head(p);
-  if (run != NULL) {
-    b = (block_t){BLOCK_LARGE, run, mprof_arena_run_bytes(run)};
-    return b;
-  }
-  pchunk_t *c = chunk_of(p);
-  size_t h = head_of(c, page_index(c, p));
-  const pdesc_t *d = &c->page[h];
-  char *first = page_addr(c, h);
-  if (d->kind == PG_SLAB) {
-    size_t cs = class_size[d->cls];
-    b = (block_t){BLOCK_SMALL, first + ((size_t)((const char *)p - first) / cs) * cs, cs};
-  } else {
-    b = (block_t){BLOCK_MEDIUM, first, (size_t)d->npages * page};
-  }
-  return b;
+  if (size <= MPROF_SLICE && alignment <= MPROF_SLICE) return 0;
+  return size <= SLOT_MAX && alignment <= SLOT_MAX ? 1 : CLASSES;
 }
 
-static void *alloc_locked(size_t size, size_t alignment, bool zero, mi_prof_drop_reason_t *why)
+/* A slot for the sampled request r (lock held); NULL (errno) when no chunk can be had. */
+static char *slot_alloc(const mprof_req_t *r, uint8_t cls, queue_t *q)
 {
-  uint8_t cls = CLASSES;
-  void *p = NULL;
-  size_t usable = 0;
-  switch (kind_for(size, alignment, &cls)) {
-  case BLOCK_SMALL:
-    p = slab_alloc(cls, zero);
-    usable = class_size[cls];
-    break;
-  case BLOCK_MEDIUM: {
-    size_t n = (size + page - 1) / page, step = alignment > page ? alignment / page : 1;
-    pchunk_t *c;
-    size_t i = run_alloc(n, step, zero, &c);
-    if (i != 0) p = page_addr(c, i);
-    usable = n * page;
-    break;
+  size_t usable = mprof_mi.mi_good_size(r->size), n = pages_of(usable);
+  purge_tick(coarse_now(), q);
+  char *p = slot_take(cls, n, q);
+  if (p == NULL && idle_pages != 0) {             /* no room: give back what is idle, retry */
+    purge(UINT64_MAX, true, NULL);
+    p = slot_take(cls, n, q);
   }
-  case BLOCK_LARGE: {
-    bool fresh;
-    p = mprof_arena_run_alloc(size, alignment, &fresh);
-    if (p == NULL && errno == EFBIG) {        /* can never fit the window: only this request is refused */
-      *why = alignment > MPROF_CHUNK ? MI_PROF_DROP_ALIGNMENT : MI_PROF_DROP_TOO_LARGE;
-      return NULL;
-    }
-    if (p == NULL) break;
-    usable = mprof_arena_run_bytes(p);
-    if (zero && !fresh) {
-      if (usable > MEDIUM_MAX) madvise(p, usable, MADV_DONTNEED);   /* zero pages, cheaper than writing */
-      else memset(p, 0, size);
-    }
-    large_bytes += usable;
-    break;
-  }
-  }
-  if (p == NULL) {
-    *why = MI_PROF_DROP_ARENA_FULL;
-    return NULL;
-  }
-  live_blocks++;
-  live_bytes += usable;
+  if (p == NULL) return NULL;
+  slot_t *s = slot_of(p);
+  size_t written = s->extent * page_bytes;        /* beyond, the pages are zero */
+  if (r->zero && written != 0) memset(p, 0, usable < written ? usable : written);
+  if (s->extent < n) dirty_pages += n - s->extent, s->extent = (uint8_t)n;
+  __atomic_store_n(&s->usable, (uint32_t)usable, __ATOMIC_RELAXED);
   return p;
 }
 
-/* A block of at least `size` bytes such that p + offset is aligned to `alignment` (a power of two; 0 and
- * anything below 16 mean 16), zeroed when asked; NULL with *why when the arena cannot hold it (the
- * caller serves the request unsampled).  With an offset that is not a multiple of the alignment, the
- * block is `alignment` bytes larger and p points into it. */
-void *mprof_sheap_alloc(size_t size, size_t alignment, size_t offset, bool zero, mi_prof_drop_reason_t *why)
+/* A block of mimalloc's (above two slices: it starts a slice).  An aligned request goes through
+ * mimalloc's aligned entry point whatever its alignment, so that it fails where mimalloc's would (size +
+ * alignment - 1 above PTRDIFF_MAX: 2 GiB on 32-bit platforms). */
+static void *heap_alloc(mi_heap_t *heap, size_t size, size_t alignment, bool zero)
 {
-  if (alignment < 16) alignment = 16;
-  size_t shift = offset & (alignment - 1), need = size;
-  if (shift != 0 && __builtin_add_overflow(size, alignment, &need)) {
-    *why = MI_PROF_DROP_TOO_LARGE;
+  if (alignment != 0)
+    return zero ? mprof_mi.mi_heap_zalloc_aligned_at(heap, size, alignment, 0)
+                : mprof_mi.mi_heap_malloc_aligned_at(heap, size, alignment, 0);
+  return zero ? mprof_mi.mi_heap_zalloc(heap, size) : mprof_mi.mi_heap_malloc(heap, size);
+}
+
+/* A block for the sampled request r, at the start of a slice; NULL with *why when none can be had (the
+ * caller serves the request unsampled): MI_PROF_DROP_ALIGNMENT for an offset that keeps the block off
+ * every slice (mi_malloc_aligned_at with an offset that is not a multiple of the alignment),
+ * MI_PROF_DROP_ARENA_FULL when the arena (or the address space) has no room for its slot, or mimalloc
+ * none for its block. */
+void *mprof_sheap_alloc(const mprof_req_t *r, mi_prof_drop_reason_t *why)
+{
+  if (r->alignment != 0 && r->offset % r->alignment != 0) {
+    *why = MI_PROF_DROP_ALIGNMENT;
     return NULL;
   }
-  size_t base_align = shift != 0 ? 16 : alignment;
-  mprof_lock(&sheap_lock);
-  purge_tick();
-  char *p = alloc_locked(need, base_align, zero, why);
-  if (p == NULL && *why == MI_PROF_DROP_ARENA_FULL) {   /* no room: give back what is cached, retry */
-    purge(true);
-    p = alloc_locked(need, base_align, zero, why);
+  *why = MI_PROF_DROP_ARENA_FULL;
+  uint8_t cls = class_for(r->size, r->alignment);
+  if (cls < CLASSES) {
+    QUEUE(q, QUEUE_SAMPLE);
+    mprof_lock(&sheap_lock);
+    char *p = slot_alloc(r, cls, &q);
+    mprof_unlock(&sheap_lock);
+    queue_run(&q);
+    return p;
   }
-  mprof_unlock(&sheap_lock);
-  if (p != NULL && shift != 0) {
-    uintptr_t at = ((uintptr_t)p + shift + alignment - 1) & ~(uintptr_t)(alignment - 1);
-    p = (char *)(at - shift);
+  mi_heap_t *heap = r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default();
+  void *p = heap_alloc(heap, r->size, r->alignment, r->zero);
+  if (mprof_unlikely(p != NULL && !mprof_maybe_sampled(p))) {   /* a mimalloc with another layout */
+    mprof_mi.mi_free(p);
+    p = heap_alloc(heap, r->size, r->alignment > MPROF_SLICE ? r->alignment : MPROF_SLICE, r->zero);
   }
   return p;
 }
 
+/* Gives sampled block p back (its record is gone, or it never had one). */
 void mprof_sheap_free(void *p)
 {
+  if (!mprof_arena_contains(p)) {
+    mprof_mi.mi_free(p);
+    return;
+  }
+  schunk_t *c = chunk_of(p);
+  size_t i = slot_index(c, p);
+  slot_t *s = &c->slot[i];
+  size_t own = pages_of(s->usable);
+  bool stopped = !(__atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED) & 1);   /* nothing reuses it */
   mprof_lock(&sheap_lock);
-  block_t b = block_of(p);
-  switch (b.kind) {
-  case BLOCK_LARGE:
-    large_bytes -= b.usable;
-    mprof_arena_run_free(b.start);
-    break;
-  case BLOCK_SMALL: {
-    pchunk_t *c = chunk_of(b.start);
-    slab_free(c, head_of(c, page_index(c, b.start)), b.start);
-    break;
+  s->used = 0;
+  c->used--;
+  s->freed = coarse_now();
+  if (c->used == 0 && (stopped || (nchunks > 1 && (idle_pages + s->extent) * page_bytes > IDLE_MAX))) {
+    list_push(c, i);
+    chunk_delete(c);                              /* the chunk's last block: every page in one munmap */
+    mprof_unlock(&sheap_lock);
+    return;
   }
-  case BLOCK_MEDIUM: {
-    pchunk_t *c = chunk_of(b.start);
-    run_free(c, page_index(c, b.start));
-    break;
+  size_t keep = s->extent > own + TRIM_MIN ? own : s->extent;   /* pages an earlier, larger block left go */
+  if (stopped || (idle_pages + keep) * page_bytes > IDLE_MAX) keep = 0;
+  QUEUE(q, QUEUE_SAMPLE);
+  slot_keep(c, i, keep, &q);
+  if (keep != 0 && purge_due == 0) {              /* the first slot idle: a purge is due after it */
+    __atomic_store_n(&purge_due, s->freed + MPROF_PURGE_NS, __ATOMIC_RELAXED);
+    mprof_profiler_purge_wake();
+  } else if (keep != 0) {
+    purge_tick(s->freed, &q);
   }
-  }
-  live_blocks--;
-  live_bytes -= b.usable;
-  purge_tick();
+  mprof_unlock(&sheap_lock);
+  queue_run(&q);
+}
+
+/* Whether sampled block p can hold `size` bytes where it is: a slot, a request that a slot of its class
+ * would get; a block of mimalloc's, one its realloc would keep (the size fits and wastes at most half of
+ * it).  A block that stays gets the new size with mprof_sheap_resize. */
+bool mprof_sheap_fits(const void *p, size_t size)
+{
+  if (mprof_arena_contains(p)) return class_for(size, 0) == chunk_of(p)->cls;
+  size_t have = mprof_mi.mi_usable_size(p);
+  return class_for(size, 0) == CLASSES && size <= have && size >= have - have / 2;
+}
+
+void mprof_sheap_resize(void *p, size_t size)
+{
+  if (!mprof_arena_contains(p)) return;
+  size_t usable = mprof_mi.mi_good_size(size), n = pages_of(usable);
+  mprof_lock(&sheap_lock);
+  slot_t *s = slot_of(p);
+  if (s->extent < n) dirty_pages += n - s->extent, s->extent = (uint8_t)n;
+  __atomic_store_n(&s->usable, (uint32_t)usable, __ATOMIC_RELAXED);
   mprof_unlock(&sheap_lock);
 }
 
-/* Bytes usable from p on (lock-free, see block_of): malloc_usable_size(), and a realloc from a signal
- * handler, may ask. */
-size_t mprof_sheap_usable_size(const void *p)
+static inline void add(size_t *counter, size_t n, bool up)
 {
-  block_t b = block_of(p);
-  return b.usable - (size_t)((const char *)p - b.start);
+  if (up) __atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+  else __atomic_sub_fetch(counter, n, __ATOMIC_RELAXED);
 }
 
-void *mprof_sheap_block_start(const void *p) { return block_of(p).start; }
-
-/* Whether a sampled block can take `size` bytes where it is: when a fresh request of that size would be
- * served the same way (the same class, the same number of pages), or it is a large block that the size
- * still needs a chunk run for (which then shrinks to the chunks needed).  realloc keeps such a block.
- * A pointer inside its block (an offset request) never stays. */
-bool mprof_sheap_resize(void *p, size_t size)
+static void track_step(const void *p, bool up)
 {
-  uint8_t cls = CLASSES;
-  bool ok = false;
-  mprof_lock(&sheap_lock);
-  block_t b = block_of(p);
-  if (size != 0 && b.start == (char *)p && b.kind == kind_for(size, 16, &cls)) {
-    switch (b.kind) {
-    case BLOCK_SMALL: ok = class_size[cls] == b.usable; break;
-    case BLOCK_MEDIUM: ok = (size + page - 1) / page * page == b.usable; break;
-    case BLOCK_LARGE:
-      ok = size <= b.usable;
-      if (ok) {
-        mprof_arena_run_shrink(p, size);
-        size_t after = mprof_arena_run_bytes(p);
-        large_bytes -= b.usable - after;
-        live_bytes -= b.usable - after;
-      }
-      break;
-    }
-  }
+  size_t usable = mprof_sheap_usable(p);
+  add(&live_blocks, 1, up);
+  add(&live_bytes, usable, up);
+  if (mprof_arena_contains(p)) return;
+  count_step(p, up);
+  add(&mi_bytes, usable, up);
+}
+
+/* p got a record (a sample, or an orphan). */
+void mprof_sheap_track(const void *p) { track_step(p, true); }
+
+/* p's record went (p is about to be freed, or recorded again). */
+void mprof_sheap_untrack(const void *p) { track_step(p, false); }
+
+/* An orphan record for p (no longer a sample, still found by its free). */
+void mprof_sheap_orphan(void *p, size_t size, mi_heap_t *heap)
+{
+  if (mprof_record_orphan((uintptr_t)p, size, heap)) mprof_sheap_track(p);
+}
+
+/* Every free slot, now: mi_prof_stop() and mi_prof_reset(). */
+void mprof_sheap_purge_all(void)
+{
+  if (!mprof_sheap_init_done()) return;
+  QUEUE(q, QUEUE_PURGE);
+  bool done;
+  do {
+    q.n = 0;
+    mprof_lock(&sheap_lock);
+    done = purge(UINT64_MAX, true, &q);
+    mprof_unlock(&sheap_lock);
+    queue_run(&q);
+  } while (!done);
+  mprof_lock(&sheap_lock);                        /* the chunks the pinned slots kept */
+  purge(UINT64_MAX, true, NULL);
   mprof_unlock(&sheap_lock);
-  return ok;
 }
 
-bool mprof_sheap_contains(const void *p) { return mprof_arena_contains(p); }
+/* When the next purge is due (CLOCK_MONOTONIC_COARSE ns; 0: none), for a thread that can run it. */
+uint64_t mprof_sheap_purge_due(void) { return __atomic_load_n(&purge_due, __ATOMIC_RELAXED); }
 
-bool mprof_sheap_init_done(void) { return __atomic_load_n(&page, __ATOMIC_ACQUIRE) != 0; }
+void mprof_sheap_purge_tick(void)
+{
+  QUEUE(q, QUEUE_PURGE);
+  bool done;
+  do {
+    q.n = 0;
+    mprof_lock(&sheap_lock);
+    done = purge_tick(coarse_now(), &q);
+    mprof_unlock(&sheap_lock);
+    queue_run(&q);
+  } while (!done);
+}
 
 void mprof_sheap_usage(mprof_sheap_usage_t *out)
 {
   mprof_lock(&sheap_lock);
-  uintptr_t lo, hi;
-  mprof_arena_window(&lo, &hi);
-  out->limit_bytes = hi - lo;
-  out->mapped_bytes = mprof_arena_mapped();
-  out->live_blocks = live_blocks;
-  out->live_bytes = live_bytes;
-  /* At most resident: the touched pages of page chunks, live large runs and cached ones. */
-  out->resident_bytes = touched_pages * page + large_bytes + mprof_arena_cached_bytes();
+  out->limit_bytes = mprof_arena_limit();
+  out->mapped_bytes = mprof_arena_mapped() + __atomic_load_n(&mi_bytes, __ATOMIC_RELAXED);
+  out->resident_bytes = dirty_pages * page_bytes + __atomic_load_n(&mi_bytes, __ATOMIC_RELAXED);
   mprof_unlock(&sheap_lock);
+  out->live_blocks = __atomic_load_n(&live_blocks, __ATOMIC_RELAXED);
+  out->live_bytes = __atomic_load_n(&live_bytes, __ATOMIC_RELAXED);
 }
 
 void mprof_sheap_prefork(void) { mprof_lock(&sheap_lock); }

@@ -1,15 +1,16 @@
 /* slow.c - the slow paths of the malloc family: a countdown that ran out, and any block that may be
- * sampled (its address is below the arena's end).
+ * sampled (it starts a slice of mimalloc's: sheap.c).
  *
  * realloc, the accounting rule.  realloc(p, n) is the allocation of an n-byte block at the realloc's
  * stack (allocated: +1 object, +n bytes) and the free of p's block (in-use: p's object and bytes leave
  * the stack that allocated it) — whether it moves or not, and whatever the fate of p was.  So each
  * realloc draws from the countdown like any allocation of n bytes, independently of everything else:
  *   - sampled, p sampled:   p's record goes (observer: on_free), a new record at the block's address (in
- *                           place when it fits as a fresh request would, else a move within the arena);
- *   - sampled, p ordinary:  the block moves into the sampled-block heap and is recorded;
- *   - not sampled, p sampled: p's record goes; the block moves to mimalloc, or stays where it is,
- *                           untracked, when it fits and a move would copy more than MOVE_OUT_MAX;
+ *                           place when it fits as a fresh request would, else a move to a new sampled
+ *                           block);
+ *   - sampled, p ordinary:  the block moves to a sampled block (sheap.c) and is recorded;
+ *   - not sampled, p sampled: p's record goes; the block moves to an ordinary block, or stays where it
+ *                           is, an orphan, when it fits and a move would copy more than MOVE_OUT_MAX;
  *   - not sampled, p ordinary: mi_realloc (the fast path does this without coming here).
  * Then the estimates of allocated and in-use objects and bytes are unbiased per stack for chains of any
  * length, in place or moving (the rule it replaces — a sampled block kept its record through in-place
@@ -105,18 +106,18 @@ void *mprof_alloc_slow(size_t size, size_t alignment, bool zero)
 
 /* Forgets p's record (orphans too) and tells the observer about a sample's; the record is copied to
  * *out when asked.  Guard up. */
-static bool forget(void *p, mprof_record_t *out)
+static void forget(void *p, mprof_record_t *out)
 {
   mprof_record_t r;
-  if (!mprof_record_remove((uintptr_t)p, &r)) return false;
+  if (!mprof_record_remove((uintptr_t)p, &r)) return;
+  mprof_sheap_untrack(p);
   if (out != NULL) *out = r;
-  if (r.flags & MPROF_RECORD_ORPHAN) return true;
+  if (r.flags & MPROF_RECORD_ORPHAN) return;
   if (r.flags & MPROF_RECORD_OBSERVED) {
     mprof_observer_t obs;
     mprof_observer_get(&obs);
     if (obs.on_free != NULL) obs.on_free(p, r.size, obs.arg);
   }
-  return true;
 }
 
 /* Guard up. */
@@ -126,12 +127,18 @@ static void free_sampled(void *p)
   mprof_sheap_free(p);
 }
 
-/* free() of NULL, of a sampled block, or of an ordinary block below the arena's end. */
+/* free() of NULL or of a block at the start of a slice. */
 void mprof_free_slow(void *p)
 {
   if (p == NULL) return;
-  if (!mprof_sheap_contains(p)) {
+  if (!mprof_sheap_maybe(p)) {
     mprof_mi.mi_free(p);
+    return;
+  }
+  /* A fork child that froze the tables reads no record: a slot is leaked (the slots may be half-done
+   * there), a block of mimalloc's goes back to it. */
+  if (mprof_unlikely(mprof_frozen)) {
+    if (!mprof_sheap_in_slot(p)) mprof_mi.mi_free(p);
     return;
   }
   mprof_tls_t *t = &mprof_tls;
@@ -139,17 +146,17 @@ void mprof_free_slow(void *p)
     defer_free(t, p);
     return;
   }
-  if (mprof_unlikely(mprof_frozen)) return;   /* the sampled heap may be half-done here: leak the block */
   size_t countdown = mprof_guard_enter();
   free_sampled(p);
   mprof_guard_leave(countdown);
 }
 
-/* malloc_usable_size() of a block below the arena's end (or NULL). */
+/* malloc_usable_size() of NULL or of a block at the start of a slice: for a sampled block, what an
+ * unsampled one of its request would have (lock-free). */
 size_t mprof_usable_size_slow(const void *p)
 {
   if (p == NULL) return 0;
-  return mprof_sheap_contains(p) ? mprof_sheap_usable_size(p) : mprof_mi.mi_usable_size(p);
+  return mprof_sheap_in_slot(p) ? mprof_sheap_usable(p) : mprof_mi.mi_usable_size(p);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -170,84 +177,102 @@ static void *move_to(void *q, void *p, size_t old, size_t size, bool p_sampled)
   return q;
 }
 
+/* Sampled block p stays where it is with r's size: its record goes (*old gets it).  A zeroing realloc
+ * zeroes what the block now holds beyond its old usable size.  Guard up. */
+static void keep_in_place(void *p, const mprof_req_t *r, mprof_record_t *old)
+{
+  size_t usable = mprof_sheap_usable(p);
+  forget(p, old);
+  mprof_sheap_resize(p, r->size);
+  if (r->zero && r->size > usable) memset((char *)p + usable, 0, r->size - usable);
+}
+
 /* The realloc is sampled.  Guard up. */
 static void *realloc_sampled(mprof_tls_t *t, void *p, const mprof_req_t *r, bool p_sampled)
 {
-  if (p_sampled && aligned(p, r) && mprof_sheap_resize(p, r->size)) {   /* in place: a new record there */
+  if (p_sampled && aligned(p, r) && mprof_sheap_fits(p, r->size)) {   /* in place: a new record there */
     mi_prof_drop_reason_t why;
     uint64_t now, stack_id = mprof_sample_stack(t, r->size, &now, &why);
     mprof_record_t old = {.heap = NULL};
-    forget(p, &old);                              /* a block realloc'ed in place stays in its heap */
+    keep_in_place(p, r, &old);                    /* a block realloc'ed in place stays in its heap */
     mi_heap_t *heap = old.heap != NULL ? old.heap : mprof_sample_heap(r);
     if (stack_id != 0) mprof_sample_record(t, p, r->size, heap, stack_id, why, now);
-    else mprof_record_orphan((uintptr_t)p, r->size, heap);
+    else mprof_sheap_orphan(p, r->size, heap);
     return p;
   }
-  size_t old = p == NULL ? 0 : p_sampled ? mprof_sheap_usable_size(p) : mprof_mi.mi_usable_size(p);
+  size_t old = p == NULL ? 0 : p_sampled ? mprof_sheap_usable(p) : mprof_mi.mi_usable_size(p);
   void *q = mprof_sample_alloc(t, r);
   if (q == NULL) return NULL;                         /* p is left as it was */
   return p == NULL ? q : move_to(q, p, old, r->size, p_sampled);
 }
 
-/* An unsampled realloc of a sampled block moves it to mimalloc when that copies at most this many bytes,
- * even where it would fit in place: kept, it would be an orphan whose every later realloc and free takes
- * the slow path (bench/realloc_heavy.c: 16 slow reallocs per sample, ~870 instructions each, 1.40x the
- * instructions of stopped), and such a copy costs about what one of those does.  A block that copies
- * more stays when it fits. */
+/* An unsampled realloc of a sampled block moves it to an ordinary block when that copies at most this
+ * many bytes, even where it would fit in place: kept, it would be an orphan whose every later realloc and
+ * free takes the slow path (bench/realloc_heavy.c: 16 slow reallocs per sample, ~870 instructions each,
+ * 1.40x the instructions of stopped), and such a copy costs about what one of those does.  A block that
+ * copies more stays when it fits. */
 #define MOVE_OUT_MAX ((size_t)16 * 1024)
 
 /* The realloc is not sampled, and p is a sampled block.  Guard up. */
 static void *realloc_unsampled(void *p, const mprof_req_t *r)
 {
-  size_t usable = mprof_sheap_usable_size(p);
-  if ((usable < r->size ? usable : r->size) > MOVE_OUT_MAX && aligned(p, r) &&
-      mprof_sheap_resize(p, r->size)) {                     /* stays where it is, an orphan */
-    mprof_record_t old = {.heap = NULL};
-    forget(p, &old);
-    mprof_record_orphan((uintptr_t)p, r->size, old.heap != NULL ? old.heap : mprof_sample_heap(r));
+  size_t usable = mprof_sheap_usable(p);
+  if ((usable < r->size ? usable : r->size) > MOVE_OUT_MAX && aligned(p, r) && mprof_sheap_fits(p, r->size)) {
+    mprof_record_t old = {.heap = NULL};          /* stays where it is, an orphan */
+    keep_in_place(p, r, &old);
+    mprof_sheap_orphan(p, r->size, old.heap != NULL ? old.heap : mprof_sample_heap(r));
     return p;
   }
   void *q = r->plain(r);
   return q == NULL ? NULL : move_to(q, p, usable, r->size, true);
 }
 
-/* realloc with the guard up (a signal handler inside the profiler), p sampled: a move, the free of p
- * deferred (its record goes then). */
+/* realloc with the guard up (a signal handler inside the profiler), p maybe sampled: a move, the free
+ * of p deferred (its record, if any, goes then). */
 static void *realloc_guarded(void *p, const mprof_req_t *r)
 {
   void *q = r->plain(r);
   if (q == NULL) return NULL;
-  size_t old = mprof_sheap_usable_size(p);
+  size_t old = mprof_usable_size_slow(p);
   memcpy(q, p, old < r->size ? old : r->size);
   defer_free(&mprof_tls, p);
   return q;
 }
 
-/* realloc of a sampled block in a fork child that froze the sampled heap: a move to mimalloc, p leaked
- * like a free there (the block's own size is read; nothing else of the heap or the records is). */
+/* realloc of a block that may be sampled in a fork child that froze the tables: a move to an ordinary
+ * block, p freed as free() does there (a slot leaked, a block of mimalloc's given back). */
 static void *realloc_frozen(void *p, const mprof_req_t *r)
 {
   void *q = r->plain(r);
   if (q == NULL) return NULL;
-  size_t old = mprof_sheap_usable_size(p);
+  size_t old = mprof_usable_size_slow(p);
   memcpy(q, p, old < r->size ? old : r->size);
+  mprof_free_slow(p);
   return q;
 }
 
-/* realloc of NULL, of a block below the arena's end (sampled or not), or a countdown that ran out. */
-void *mprof_realloc_slow_req(void *p, const mprof_req_t *r)
+/* Whether p, which may be sampled, is: a slot, or a block with a record.  Guard up. */
+static bool is_sampled(const void *p)
+{
+  mprof_record_t r;
+  return mprof_sheap_in_slot(p) || mprof_record_find((uintptr_t)p, &r);
+}
+
+/* realloc of NULL, of a block at the start of a slice (sampled or not), or a countdown that ran out. */
+void *mprof_realloc_slow_req(void *p, const mprof_req_t *r, bool wrapped)
 {
   mprof_tls_t *t = &mprof_tls;
-  bool charged = mprof_maybe_sampled(p) ? mprof_skip(r->size) : false;   /* not yet charged: charge now */
-  bool p_sampled = p != NULL && mprof_sheap_contains(p);
-  if (charged && !p_sampled) return r->plain_realloc(p, r);
-  if (mprof_unlikely(mprof_frozen) && p_sampled) return realloc_frozen(p, r);
+  bool charged = !wrapped && mprof_skip(r->size);     /* not yet charged: now */
+  bool maybe = mprof_maybe_sampled_block(p) && mprof_sheap_maybe(p);
+  if (charged && !maybe) return r->plain_realloc(p, r);
+  if (mprof_unlikely(mprof_frozen) && maybe) return realloc_frozen(p, r);
   size_t before = charged ? t->countdown : t->countdown + r->size;       /* wrapped: undo, in size_t */
   if (mprof_unlikely(r->size > MPROF_MAX_REQUEST || t->guard != 0)) {
     t->countdown = before;
-    return p_sampled ? realloc_guarded(p, r) : r->plain_realloc(p, r);
+    return maybe ? realloc_guarded(p, r) : r->plain_realloc(p, r);
   }
   t->guard++;
+  bool p_sampled = maybe && is_sampled(p);
   bool sampled = !charged && mprof_take_sample(t, r->size, before);
   size_t next = t->countdown;                         /* nothing done below is charged */
   void *q = sampled ? realloc_sampled(t, p, r, p_sampled)
@@ -259,5 +284,30 @@ void *mprof_realloc_slow_req(void *p, const mprof_req_t *r)
 void *mprof_realloc_slow(void *p, size_t size)
 {
   mprof_req_t r = {.size = size, .plain = c_plain, .plain_realloc = c_plain_realloc};
-  return mprof_realloc_slow_req(p, &r);
+  return mprof_realloc_slow_req(p, &r, !mprof_maybe_sampled_block(p));
+}
+
+/* A realloc that mimalloc can only do in place (its alignment is not a power of two, or takes an offset
+ * above mimalloc's largest alignment): p is kept when it holds the size, wastes at most half of its
+ * usable size and stays aligned, as mimalloc keeps an ordinary block; else NULL.  A sampled p kept so
+ * loses its sample, as in any unsampled realloc, and stays as an orphan. */
+void *mprof_realloc_keep_req(void *p, const mprof_req_t *r)
+{
+  if (!mprof_maybe_sampled_block(p) || !mprof_sheap_maybe(p) || mprof_frozen || mprof_tls.guard != 0)
+    return r->plain_realloc(p, r);
+  size_t countdown = mprof_guard_enter();
+  void *q = NULL;
+  if (!is_sampled(p)) {
+    q = r->plain_realloc(p, r);
+  } else {
+    size_t usable = mprof_sheap_usable(p);
+    if (r->size <= usable && r->size >= usable - usable / 2 && aligned(p, r)) {
+      mprof_record_t old = {.heap = NULL};
+      keep_in_place(p, r, &old);
+      mprof_sheap_orphan(p, r->size, old.heap != NULL ? old.heap : mprof_sample_heap(r));
+      q = p;
+    }
+  }
+  mprof_guard_leave(countdown);
+  return q;
 }

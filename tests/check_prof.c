@@ -110,6 +110,8 @@ int main(void)
   srunner_add_suite(sr, sampler_suite());
   srunner_add_suite(sr, estimator_suite());
   srunner_add_suite(sr, sheap_suite());
+  srunner_add_suite(sr, lazylib_suite());
+  srunner_add_suite(sr, mathfn_suite());
   srunner_add_suite(sr, mi_api_suite());
   srunner_add_suite(sr, real_programs_suite());
   srunner_add_suite(sr, record_suite());

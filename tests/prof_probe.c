@@ -12,10 +12,13 @@
  *   budget RATE N SIZE  N live allocations of SIZE bytes; profiler memory peak, budget and drops
  *   arena RATE          start; report the arena, then allocate and check 1000 blocks either way
  *   fill SIZE           allocate (and touch) SIZE-byte blocks until malloc fails; print what it got
- *   keep N SIZE         mi_prof_start(65536), N live SIZE-byte blocks: the estimates, the dropped counts
- *                       and what the "dropped (arena_full)" stack holds; then free them all
+ *   keep N SIZE [RATE]  mi_prof_start(RATE, default 65536), N live SIZE-byte blocks: the estimates, the
+ *                       dropped counts and what the "dropped (arena_full)" stack holds; then free them all
  *   sigfree N           rate 1, N sampled blocks made and freed while a SIGPROF handler frees some of
  *                       them, interrupting the profiler anywhere (its locks included)
+ *   idle N SIZE         rate 1, N live SIZE-byte blocks, all freed, then no allocation at all: the sampled
+ *                       heap's resident bytes after the frees and after up to 2 s of 10 ms pauses (until
+ *                       they fall to the chunks' headers)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +28,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mimalloc-prof.h"
@@ -210,13 +214,13 @@ static bool find_arena_full(void *const *frames, size_t depth, const mi_prof_sta
 
 static int mode_keep(int argc, char **argv)
 {
-  if (argc < 4) die("usage: keep N SIZE");
-  size_t n = arg_size(argv[2]), size = arg_size(argv[3]);
+  if (argc < 4) die("usage: keep N SIZE [RATE]");
+  size_t n = arg_size(argv[2]), size = arg_size(argv[3]), rate = argc > 4 ? arg_size(argv[4]) : 65536;
   unsigned char **p = calloc(n, sizeof *p);
   if (p == NULL) die("calloc failed");
   printf("keep\n");
   fflush(stdout);
-  if (!mi_prof_start(65536)) die("mi_prof_start failed");
+  if (!mi_prof_start(rate)) die("mi_prof_start failed");
   for (size_t i = 0; i < n; i++) {
     if ((p[i] = malloc(size)) == NULL) die("malloc failed");
     memset(p[i], (int)(i & 0xff), size);
@@ -320,6 +324,32 @@ static int mode_closefds(void)
   return 0;
 }
 
+/* idle: blocks live in slots (SIZE up to 128 KiB); what their pages become when the program stops
+ * allocating.  The pauses only pace the reads (nothing here allocates between them). */
+static int mode_idle(int argc, char **argv)
+{
+  if (argc < 4) die("usage: idle N SIZE");
+  size_t n = arg_size(argv[2]), size = arg_size(argv[3]);
+  static char *blocks[4096];
+  if (n > 4096) die("N above 4096");
+  if (!mi_prof_start(1)) die("mi_prof_start failed");
+  for (size_t i = 0; i < n; i++) {
+    if ((blocks[i] = malloc(size)) == NULL) die("malloc failed");
+    memset(blocks[i], 1, size);
+  }
+  for (size_t i = 0; i < n; i++) free(blocks[i]);
+  mi_prof_stats_t freed = stats_now(), last = freed;
+  int rounds = 0;
+  while (rounds < 200 && last.arena_resident_bytes > 64 * 1024) {
+    nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+    last = stats_now();
+    rounds++;
+  }
+  printf("resident_after_free %" PRIu64 "\nresident_end %" PRIu64 "\nrounds %d\n", freed.arena_resident_bytes,
+         last.arena_resident_bytes, rounds);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 2) die("usage: prof_probe MODE ...");
@@ -332,6 +362,7 @@ int main(int argc, char **argv)
   if (strcmp(mode, "fill") == 0) return mode_fill(argc, argv);
   if (strcmp(mode, "keep") == 0) return mode_keep(argc, argv);
   if (strcmp(mode, "sigfree") == 0) return mode_sigfree(argc, argv);
+  if (strcmp(mode, "idle") == 0) return mode_idle(argc, argv);
   die("unknown mode");
   return 1;
 }

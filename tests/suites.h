@@ -34,6 +34,8 @@ Suite *threads_suite(void);
 Suite *sampler_suite(void);    /* test_sampler.c: sampling distribution and weights */
 Suite *estimator_suite(void);  /* test_estimator.c: no bias where the rules used to have one */
 Suite *sheap_suite(void);      /* test_sheap.c: the sampled-block heap's resident bytes, give-back */
+Suite *lazylib_suite(void);    /* test_lazylib.c: zlib, protobuf-c loaded at the first dump, or said */
+Suite *mathfn_suite(void);     /* test_mathfn.c: the sampler's log and expm1 against libm's */
 Suite *real_programs_suite(void); /* test_real_programs.c: python3, sort, perl, sqlite3 under LD_PRELOAD */
 Suite *mi_api_suite(void);     /* test_mi_api.c: mimalloc's own API and heaps, sampled */
 Suite *record_suite(void);     /* test_record.c: records, realloc, stale records, start/stop */

@@ -279,25 +279,31 @@ END_TEST
    Samples that cannot be recorded keep their weight
 --------------------------------------------------------------------------------------------------- */
 
-/* With a 4 MiB arena, 40 live blocks of 1 MiB at rate 65536 (p = 1 - e^-16: all sampled): a few fit the
- * arena, the rest are served by mimalloc as dropped samples (arena_full).  Every one still counts: the
- * allocated estimate is 40 MiB to within the probe's other allocations, and the "dropped (arena_full)"
- * stack holds the weight of all but the ones that fit. */
+/* With a 4 MiB window for slots, FIT + 52 live blocks of two slices (128 KiB; 64 KiB on 32-bit
+ * platforms) at rate 4096 (p >= 1 - e^-16: all sampled): each of the window's 4 chunks of 1 MiB holds
+ * a slot of that size per two slices but the first (its header's), so FIT = 28 (60) fit and the rest are
+ * served by mimalloc as dropped samples (arena_full).  Every one still counts: the allocated estimate is
+ * N x SIZE to within the probe's other allocations, and the "dropped (arena_full)" stack holds the
+ * weight of all but the ones that fit. */
 START_TEST(estimator_arena_full_keeps_weight)
 {
+  const uint64_t size = sizeof(void *) == 8 ? 128 * KiB : 64 * KiB, fit = 4 * (MiB / size - 1), n = fit + 52;
+  char n_arg[32], size_arg[32];
+  snprintf(n_arg, sizeof n_arg, "%llu", (unsigned long long)n);
+  snprintf(size_arg, sizeof size_arg, "%llu", (unsigned long long)size);
   probe_opts_t opts = {.env = (const char *const[]){"MIMALLOC_PROF_ARENA_SIZE=4m", NULL}};
-  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), (const char *const[]){"keep", "40", "1048576", NULL},
-                              &opts);
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"),
+                              (const char *const[]){"keep", n_arg, size_arg, "4096", NULL}, &opts);
   probe_assert_exit0(&run, NULL);
   uint64_t alloc = probe_value(&run, "alloc_bytes"), full = probe_value(&run, "dropped_arena_full");
   uint64_t dropped_stack = probe_value(&run, "dropped_stack_alloc_bytes");
   ck_assert_uint_eq(probe_value(&run, "bad_blocks"), 0);
-  ck_assert_uint_ge(alloc, 40 * MiB);
-  ck_assert_uint_le(alloc, 40 * MiB + 64 * KiB);
-  ck_assert_uint_ge(full, 36);
-  ck_assert_uint_le(full, 40);
-  ck_assert_uint_ge(dropped_stack, full * MiB);
-  ck_assert_uint_le(dropped_stack, full * MiB + full);
+  ck_assert_uint_ge(alloc, n * size);
+  ck_assert_uint_le(alloc, n * size + 64 * KiB);
+  ck_assert_uint_ge(full, n - fit);
+  ck_assert_uint_le(full, n);
+  ck_assert_uint_ge(dropped_stack, full * size);
+  ck_assert_uint_le(dropped_stack, full * size + full);
   ck_assert_uint_eq(probe_value(&run, "inuse_after_free"), 0);
   probe_run_free(&run);
 }

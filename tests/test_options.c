@@ -19,7 +19,7 @@
 static const char warn_prefix[] = "mimalloc-prof: warning: ";
 
 /* The documented bounds that are sizes of address space, for this platform's (mimalloc_prof(3)). */
-#define ARENA_DEFAULT (sizeof(void *) == 8 ? (uint64_t)64 << 30 : (uint64_t)112 << 20)
+#define ARENA_DEFAULT (sizeof(void *) == 8 ? (uint64_t)64 << 30 : (uint64_t)1 << 30)
 #define BUDGET_MAX    (sizeof(void *) == 8 ? (uint64_t)1 << 40 : (uint64_t)2 << 30)
 
 static const char no_rlimit_as[] = "RLIMIT_AS (ulimit -v) is not enforced here (qemu-user does not)";

@@ -1,28 +1,34 @@
-/* test_sheap.c - the sampled-block heap as a program sees it through mi_prof_stats: the bytes it keeps
- * resident, and that it gives idle memory back.
+/* test_sheap.c - where sampled blocks live, as a program sees it through mi_prof_stats and its own
+ * memory map: the bytes kept resident, and that idle memory goes back.
  *
- * The heap gives memory back on the clock: pages free for a whole purge period (10 ms) go back at the
- * next operation on the heap, when more than 256 KiB is idle (lib/sheap.c).  There is no event to wait
- * for, so the give-back test polls: one sampled allocation and a stats read per round, a 10 ms pause
- * between rounds, and a 20 s deadline (200 times the two periods it needs).  The pause only paces the
- * rounds; the outcome is decided by what the stats say.
+ * Sampled blocks of up to two slices live in slots of the profiler's window (lib/sheap.c); a free slot
+ * keeps its pages for one purge period (10 ms), at most 512 KiB of them, and a stop or reset gives back
+ * every free one at once.  The time-driven case has no event to wait for, so that test polls: one
+ * sampled allocation and a stats read per round, a 10 ms pause between rounds, and a 20 s deadline (2000
+ * times the period it needs).  The pause only paces the rounds; the outcome is decided by what the
+ * stats say.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mimalloc-prof.h"
 #include "sampling_util.h"
+#include "subprocess.h"
 #include "suites.h"
 
 #if MPROF_PPROF == 1
 
 #define SEED 0x5eedc0deu
+#define SLICE (sizeof(void *) == 8 ? (size_t)64 << 10 : (size_t)32 << 10)   /* mimalloc's slices */
 
 /* 8 MiB in 1 KiB blocks, all sampled at rate 1 (static: holding them allocates nothing). */
 #define BLOCKS 8192
@@ -36,10 +42,10 @@ static uint64_t now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* 8 MiB of sampled blocks make at least 8 MiB resident (each 1 KiB block sits in a 1 KiB slot, its
- * slab's pages written); once they are freed, polling with one sampled 100-byte block at a time, the
- * resident bytes fall to what that block's slab and the chunk headers need: at most 1 MiB (the 256 KiB
- * floor plus a chunk's header and a slab of each size class used; 8 MiB would be the failure). */
+/* 8 MiB of sampled blocks make at least 8 MiB resident (each 1 KiB block has a page of its slot); once
+ * they are freed, polling with one sampled 100-byte block at a time, the resident bytes fall to what that
+ * block's slot and the chunk headers need: at most 1 MiB (the 512 KiB kept at most, the headers of the
+ * 547 chunks that held the blocks until they go, a page for the block; 8 MiB would be the failure). */
 START_TEST(sheap_gives_idle_memory_back)
 {
   start_seeded(1, SEED);
@@ -68,9 +74,9 @@ START_TEST(sheap_gives_idle_memory_back)
 }
 END_TEST
 
-/* A program that samples one short-lived block at a time keeps its one slab and no more: the resident
- * bytes stay at a chunk's header and that slab (1 page of 4 KiB each here; 64 KiB allowed) however long
- * it runs (checked over 300 ms: thirty purge periods, in which nothing is idle enough to give back). */
+/* A program that samples one short-lived block at a time keeps its one slot and no more: the resident
+ * bytes stay at a chunk's header and that slot's page (4 KiB each here; 64 KiB allowed) however long it
+ * runs (checked over 300 ms: thirty purge periods, in which nothing is idle enough to give back). */
 START_TEST(sheap_small_idle_kept_small)
 {
   start_seeded(1, SEED);
@@ -87,13 +93,13 @@ START_TEST(sheap_small_idle_kept_small)
 }
 END_TEST
 
-/* Page runs under fragmentation (lib/sheap.c: runs taken and given back a bitmap word at a time, a head
- * bitmap, a per-chunk bound on the longest free run).  At rate 1 every block is sampled; 6000 seeded
- * operations on 512 slots allocate (half 1 B .. 4 KiB: slabs of 1, 2 or 4 pages; half 4 KiB + 1 ..
- * 256 KiB: page runs; a fifth of all posix_memalign'ed to 8..128 KiB, which searches aligned starts) or
- * free, so runs and slabs are split, merged and reused across chunks.  Exact checks: every block keeps its own bytes (a run handed out twice, or a head lost, shows
- * as another block's tag), is aligned as asked, malloc_usable_size() covers the request, and once all
- * is freed no sampled byte is left. */
+/* Slots and blocks of mimalloc's under churn.  At rate 1 every block is sampled; 6000 seeded operations on
+ * 512 slots allocate (half 1 B .. 4 KiB, half 4 KiB + 1 .. 256 KiB: slots of one slice and of two, and
+ * blocks of mimalloc's above two slices; a fifth of all posix_memalign'ed to 8..128 KiB) or free, so
+ * slots are reused by blocks of other sizes (their pages kept, trimmed or faulted in).  Exact checks:
+ * every block keeps its own bytes (a slot handed out twice shows as another block's tag), starts a slice
+ * (where free() looks for sampled blocks), is aligned as asked, malloc_usable_size() covers the request,
+ * and once all is freed no sampled byte is left. */
 #define FRAG_SLOTS 512
 #define FRAG_OPS   6000
 
@@ -146,6 +152,7 @@ START_TEST(sheap_fragmented_runs)
       ck_assert_ptr_nonnull(frag_block[k]);
     }
     ck_assert_uint_ge(malloc_usable_size(frag_block[k]), n);
+    ck_assert_uint_eq((uintptr_t)frag_block[k] % SLICE, 0);
     frag_size[k] = n;
     frag_mark(k, false);
   }
@@ -162,6 +169,119 @@ START_TEST(sheap_fragmented_runs)
 }
 END_TEST
 
+/* Resident KiB of the profiler's window for slots (the default: from 4 GiB, below 1 TiB on 64-bit
+ * platforms; from 16 MiB, below 128 MiB on 32-bit ones), from /proc/self/smaps. */
+static long window_rss_kib(void)
+{
+  uintptr_t lo = sizeof(void *) == 8 ? (uintptr_t)4 << 30 : (uintptr_t)16 << 20;
+  uintptr_t hi = sizeof(void *) == 8 ? (uintptr_t)((uint64_t)1 << 40) : (uintptr_t)128 << 20;
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (f == NULL) return -1;
+  char line[512];
+  long kib = 0, rss;
+  bool in = false;
+  while (fgets(line, sizeof line, f) != NULL) {
+    uintptr_t a, b;
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' '))
+      in = a >= lo && b <= hi;
+    else if (in && sscanf(line, "Rss: %ld kB", &rss) == 1)
+      kib += rss;
+  }
+  fclose(f);
+  return kib;
+}
+
+/* The program of issue 24: 2000 blocks of 1..200 KB (seeded), all sampled at rate 1 and written in full,
+ * all freed, then the session stopped (and again with the stop first: the blocks are freed as orphans).
+ * Right after the stop (and after the last free) the profiler keeps at most 256 KiB resident for them:
+ * by its own count (arena_resident_bytes, which counts every page a slot may hold) and by the window's
+ * resident pages (smaps); 100 MiB would be the failure.  The blocks above two slices are mimalloc's, and
+ * go back by mimalloc's rules, as unsampled ones do. */
+#define REPRO_BLOCKS 2000
+static char *repro[REPRO_BLOCKS];
+
+static void repro_fill(uint64_t *x)
+{
+  for (size_t i = 0; i < REPRO_BLOCKS; i++) {
+    size_t n = 1000 + frag_next(x) % 199001;
+    repro[i] = malloc(n);
+    if (repro[i] != NULL) memset(repro[i], (int)i, n);
+  }
+}
+
+START_TEST(sheap_stop_gives_back)
+{
+  uint64_t x = SEED;
+  start_seeded(1, SEED);
+  repro_fill(&x);
+  mi_prof_stats_t full = stats_or_abort();
+  for (size_t i = 0; i < REPRO_BLOCKS; i++) free(repro[i]);
+  if (!mi_prof_stop()) ck_abort_msg("mi_prof_stop failed: errno %d", errno);
+  mi_prof_stats_t freed_then_stopped = stats_or_abort();
+  long rss_a = window_rss_kib();
+
+  start_seeded(1, SEED);
+  repro_fill(&x);
+  if (!mi_prof_stop()) ck_abort_msg("mi_prof_stop failed: errno %d", errno);
+  for (size_t i = 0; i < REPRO_BLOCKS; i++) free(repro[i]);
+  mi_prof_stats_t stopped_then_freed = stats_or_abort();
+  long rss_b = window_rss_kib();
+
+  ck_assert_uint_ge(full.sampled_bytes, 100 * MiB);
+  ck_assert_uint_le(freed_then_stopped.arena_resident_bytes, 256 * KiB);
+  ck_assert_uint_le(stopped_then_freed.arena_resident_bytes, 256 * KiB);
+  ck_assert_int_ge(rss_a, 0);
+  ck_assert_int_le(rss_a, 256);
+  ck_assert_int_le(rss_b, 256);
+}
+END_TEST
+
+/* Half of 2000 blocks of 1..128 KiB (all in slots, rate 1, written in full) freed in every other order,
+ * so no two free slots are neighbours: with no later operation, what stays resident is the live half's
+ * pages, at most 512 KiB of the freed ones (kept for reuse), and a page per chunk header (a chunk holds
+ * at least 7 slots). */
+START_TEST(sheap_every_other_free_gives_back)
+{
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uint64_t x = SEED;
+  start_seeded(1, SEED);
+  size_t live = 0;
+  for (size_t i = 0; i < REPRO_BLOCKS; i++) {
+    size_t n = 1 + frag_next(&x) % (128 * KiB);
+    repro[i] = malloc(n);
+    if (repro[i] != NULL) memset(repro[i], (int)i, n);
+    if (i % 2 == 0) live += (malloc_usable_size(repro[i]) + page - 1) / page * page;
+  }
+  for (size_t i = 1; i < REPRO_BLOCKS; i += 2) free(repro[i]);
+  mi_prof_stats_t half = stats_or_abort();
+  for (size_t i = 0; i < REPRO_BLOCKS; i += 2) free(repro[i]);
+  if (!mi_prof_stop()) ck_abort_msg("mi_prof_stop failed: errno %d", errno);
+  ck_assert_uint_le(half.arena_resident_bytes, live + 512 * KiB + (REPRO_BLOCKS / 7 + 1) * page);
+}
+END_TEST
+
+/* A program that frees 400 KiB of sampled blocks (25 of 16 KiB: above the 256 KiB a purge is worth, below
+ * the 512 KiB kept) and then allocates nothing more: with a profiler thread (MIMALLOC_PROF_INTERVAL, here
+ * never reached) the thread gives them back once a period has passed (the probe polls 2 s at most);
+ * without one they stay until the heap's next operation. */
+START_TEST(sheap_thread_gives_idle_memory_back)
+{
+  probe_opts_t with = {.env = (const char *const[]){"MIMALLOC_PROF_INTERVAL=1t", NULL}};
+  const char *const args[] = {"idle", "25", "16384", NULL};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), args, &with);
+  probe_assert_exit0(&run, "with a thread");
+  ck_assert_uint_ge(probe_value(&run, "resident_after_free"), 400 * KiB);
+  ck_assert_uint_le(probe_value(&run, "resident_end"), 64 * KiB);
+  probe_run_free(&run);
+  probe_opts_t without = {.env = (const char *const[]){"MIMALLOC_PROF_INTERVAL", NULL}};
+  run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), args, &without);
+  probe_assert_exit0(&run, "without");
+  ck_assert_uint_ge(probe_value(&run, "resident_end"), 400 * KiB);
+  ck_assert_uint_eq(probe_value(&run, "rounds"), 200);
+  probe_run_free(&run);
+}
+END_TEST
+
 Suite *sheap_suite(void)
 {
   Suite *s = suite_create("sheap");
@@ -170,6 +290,9 @@ Suite *sheap_suite(void)
   tcase_add_test(tc, sheap_gives_idle_memory_back);
   tcase_add_test(tc, sheap_small_idle_kept_small);
   tcase_add_test(tc, sheap_fragmented_runs);
+  tcase_add_test(tc, sheap_stop_gives_back);
+  tcase_add_test(tc, sheap_every_other_free_gives_back);
+  tcase_add_test(tc, sheap_thread_gives_idle_memory_back);
   suite_add_tcase(s, tc);
   return s;
 }

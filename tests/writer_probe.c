@@ -42,6 +42,7 @@ static void write_profile(const char *path, const mprof_snapshot_t *snap, const 
 {
   mprof_pprof_meta_t meta;
   meta_for(snap, &meta);
+  if (!mprof_lazy_load(MPROF_LAZY_PPROF)) die("mprof_lazy_load");   /* dump.c's part: zlib, protobuf-c */
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 || !mprof_pprof_write(fd, snap, objs, &meta) || close(fd) != 0) die("mprof_pprof_write");
 }
