@@ -171,6 +171,9 @@ END_TEST
 
 /* Resident KiB of the profiler's window for slots (the default: from 4 GiB, below 1 TiB on 64-bit
  * platforms; from 16 MiB, below 128 MiB on 32-bit ones), from /proc/self/smaps. */
+/* The resident KiB of the mappings in the arena's window range, or -1 when that range holds a file's
+ * mapping too (qemu-user puts the guest's program and libraries there: then smaps cannot tell the arena's
+ * pages from theirs). */
 static long window_rss_kib(void)
 {
   uintptr_t lo = sizeof(void *) == 8 ? (uintptr_t)4 << 30 : (uintptr_t)16 << 20;
@@ -182,10 +185,15 @@ static long window_rss_kib(void)
   bool in = false;
   while (fgets(line, sizeof line, f) != NULL) {
     uintptr_t a, b;
-    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' '))
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
       in = a >= lo && b <= hi;
-    else if (in && sscanf(line, "Rss: %ld kB", &rss) == 1)
+      if (in && strchr(line, '/') != NULL) {             /* a pathname: not the arena's */
+        fclose(f);
+        return -1;
+      }
+    } else if (in && sscanf(line, "Rss: %ld kB", &rss) == 1) {
       kib += rss;
+    }
   }
   fclose(f);
   return kib;
@@ -230,7 +238,9 @@ START_TEST(sheap_stop_gives_back)
   ck_assert_uint_ge(full.sampled_bytes, 100 * MiB);
   ck_assert_uint_le(freed_then_stopped.arena_resident_bytes, 256 * KiB);
   ck_assert_uint_le(stopped_then_freed.arena_resident_bytes, 256 * KiB);
-  ck_assert_int_ge(rss_a, 0);
+  if (rss_a < 0 || rss_b < 0)
+    MPROF_TEST_SKIP("a file is mapped in the arena's window range (qemu-user's guest layout): smaps cannot "
+                    "single out the arena's pages; the library's own count above holds");
   ck_assert_int_le(rss_a, 256);
   ck_assert_int_le(rss_b, 256);
 }
@@ -262,7 +272,8 @@ END_TEST
 
 /* A program that frees 400 KiB of sampled blocks (25 of 16 KiB: above the 256 KiB a purge is worth, below
  * the 512 KiB kept) and then allocates nothing more: with a profiler thread (MIMALLOC_PROF_INTERVAL, here
- * never reached) the thread gives them back once a period has passed (the probe polls 2 s at most);
+ * never reached) the thread gives them back once a period has passed (the probe polls 2 s at most, times
+ * CK_TIMEOUT_MULTIPLIER);
  * without one they stay until the heap's next operation. */
 START_TEST(sheap_thread_gives_idle_memory_back)
 {
@@ -277,7 +288,7 @@ START_TEST(sheap_thread_gives_idle_memory_back)
   run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), args, &without);
   probe_assert_exit0(&run, "without");
   ck_assert_uint_ge(probe_value(&run, "resident_end"), 400 * KiB);
-  ck_assert_uint_eq(probe_value(&run, "rounds"), 200);
+  ck_assert_uint_eq(probe_value(&run, "rounds"), probe_value(&run, "rounds_max"));
   probe_run_free(&run);
 }
 END_TEST
