@@ -27,15 +27,13 @@ MPROF_EXPORT void *_aligned_malloc(size_t size, size_t alignment);
 /* Alignment every malloc block has: mimalloc's 8-byte blocks are only 8-aligned (16 from 16 bytes). */
 #define MPROF_MIN_ALIGN sizeof(void *)
 
-static inline bool is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
-
-static MPROF_NOINLINE MPROF_COLD void *fail_errno(int err)
+bool mprof_fail(int err)
 {
   errno = err;
-  return NULL;
+  return false;
 }
 
-static size_t page_size(void)
+size_t mprof_page_size(void)
 {
   static size_t cached;                    /* benign race: every thread computes the same value */
   if (mprof_unlikely(cached == 0)) cached = (size_t)sysconf(_SC_PAGESIZE);
@@ -75,7 +73,7 @@ MPROF_EXPORT void free(void *p)
 MPROF_EXPORT void *calloc(size_t count, size_t size)
 {
   size_t total;
-  if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return fail_errno(ENOMEM);
+  if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return mprof_fail_null(ENOMEM);
   if (mprof_likely(mprof_skip(total))) return mprof_mi.mi_zalloc(total);
   return mprof_alloc_slow(total, 0, true);
 }
@@ -86,7 +84,7 @@ MPROF_EXPORT void *calloc(size_t count, size_t size)
  * realloc itself only refuses the impossible size (POSIX wants ENOMEM, mimalloc leaves errno alone). */
 MPROF_EXPORT void *realloc(void *p, size_t size)
 {
-  if (mprof_unlikely(size > MPROF_MAX_REQUEST)) return fail_errno(ENOMEM);
+  if (mprof_unlikely(size > MPROF_MAX_REQUEST)) return mprof_fail_null(ENOMEM);
   void *q = mprof_mi.mi_realloc(p, size);
   MPROF_KEEP_FRAME(q);             /* a call, not a jump, on i386 (internal.h) */
   return q;
@@ -105,7 +103,7 @@ MPROF_EXPORT size_t malloc_usable_size(void *p)
 /* posix_memalign reports failure by its return value and leaves errno alone. */
 MPROF_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
 {
-  if (mprof_unlikely(!is_pow2(alignment) || alignment % sizeof(void *) != 0)) return EINVAL;
+  if (mprof_unlikely(!mprof_is_pow2(alignment) || alignment % sizeof(void *) != 0)) return EINVAL;
   int saved = errno;
   void *p = alloc_aligned(alignment, size);
   if (mprof_unlikely(p == NULL)) {
@@ -120,7 +118,7 @@ MPROF_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
  * (C17 DR 460 dropped the multiple-of-alignment rule). */
 MPROF_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
-  if (mprof_unlikely(!is_pow2(alignment))) return fail_errno(EINVAL);
+  if (mprof_unlikely(!mprof_is_pow2(alignment))) return mprof_fail_null(EINVAL);
   return alloc_aligned(alignment, size);
 }
 
@@ -129,8 +127,8 @@ MPROF_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 MPROF_EXPORT void *memalign(size_t alignment, size_t size)
 {
   if (alignment <= MPROF_MIN_ALIGN) return malloc(size);
-  if (mprof_unlikely(!is_pow2(alignment))) {
-    if (alignment > SIZE_MAX / 2 + 1) return fail_errno(EINVAL);
+  if (mprof_unlikely(!mprof_is_pow2(alignment))) {
+    if (alignment > SIZE_MAX / 2 + 1) return mprof_fail_null(EINVAL);
     alignment = (size_t)1 << (64 - __builtin_clzll((unsigned long long)alignment));
   }
   return alloc_aligned(alignment, size);
@@ -138,15 +136,15 @@ MPROF_EXPORT void *memalign(size_t alignment, size_t size)
 
 MPROF_EXPORT void *valloc(size_t size)
 {
-  return alloc_aligned(page_size(), size);
+  return alloc_aligned(mprof_page_size(), size);
 }
 
 /* pvalloc rounds the size up to whole pages (at least one). */
 MPROF_EXPORT void *pvalloc(size_t size)
 {
-  size_t ps = page_size();
+  size_t ps = mprof_page_size();
   size_t rounded;
-  if (mprof_unlikely(__builtin_add_overflow(size, ps - 1, &rounded))) return fail_errno(ENOMEM);
+  if (mprof_unlikely(__builtin_add_overflow(size, ps - 1, &rounded))) return mprof_fail_null(ENOMEM);
   rounded &= ~(ps - 1);
   return alloc_aligned(ps, rounded ? rounded : ps);
 }
@@ -158,7 +156,7 @@ MPROF_EXPORT void *pvalloc(size_t size)
 MPROF_EXPORT void *reallocarray(void *p, size_t count, size_t size)
 {
   size_t total;
-  if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return fail_errno(ENOMEM);
+  if (mprof_unlikely(__builtin_mul_overflow(count, size, &total))) return mprof_fail_null(ENOMEM);
   return realloc(p, total);
 }
 

@@ -21,12 +21,6 @@ static bool running;            /* under api_lock */
 static bool kept;               /* the tables hold a session's data, running or stopped (under api_lock) */
 static uint64_t running_rate;   /* under api_lock */
 
-static bool fail(int err)
-{
-  errno = err;
-  return false;
-}
-
 static bool in_callback(void) { return mprof_tls.guard != 0; }
 
 /* The API's lock, with the guard up while it is held: a signal handler that interrupts an API call and
@@ -48,9 +42,9 @@ static void api_leave(size_t countdown)
  * its unwinder was primed at load). */
 static bool start(size_t sample_rate, uint64_t seed, bool prime, mprof_discarded_t *gone)
 {
-  if (mprof_frozen) return fail(ENOTRECOVERABLE);   /* a fork child whose tables may be half-done */
+  if (mprof_frozen) return mprof_fail(ENOTRECOVERABLE);   /* a fork child whose tables may be half-done */
   uint64_t rate = sample_rate != 0 ? sample_rate : mprof_option(MPROF_OPT_SAMPLE_RATE);
-  if (rate < 1 || rate > ((uint64_t)1 << 40)) return fail(EINVAL);
+  if (rate < 1 || rate > ((uint64_t)1 << 40)) return mprof_fail(EINVAL);
   size_t countdown;
   if (prime) {
     countdown = mprof_guard_enter();             /* what loading the unwinder allocates is not sampled */
@@ -60,12 +54,12 @@ static bool start(size_t sample_rate, uint64_t seed, bool prime, mprof_discarded
   countdown = api_enter();
   if (running) {
     api_leave(countdown);
-    return fail(EALREADY);
+    return mprof_fail(EALREADY);
   }
   if (!mprof_sheap_init()) {
     mprof_drop(MI_PROF_DROP_NO_ARENA);
     api_leave(countdown);
-    return fail(ENOMEM);
+    return mprof_fail(ENOMEM);
   }
   session_id++;
   mprof_sampler_session_begin();
@@ -84,13 +78,13 @@ static bool start(size_t sample_rate, uint64_t seed, bool prime, mprof_discarded
 bool mi_prof_start(size_t sample_rate)
 {
   mprof_discarded_t gone;
-  return in_callback() ? fail(EDEADLK) : start(sample_rate, mprof_option(MPROF_OPT_SEED), true, &gone);
+  return in_callback() ? mprof_fail(EDEADLK) : start(sample_rate, mprof_option(MPROF_OPT_SEED), true, &gone);
 }
 
 bool mi_prof_start_seeded(size_t sample_rate, uint64_t seed)
 {
   mprof_discarded_t gone;
-  return in_callback() ? fail(EDEADLK) : start(sample_rate, seed, true, &gone);
+  return in_callback() ? mprof_fail(EDEADLK) : start(sample_rate, seed, true, &gone);
 }
 
 static bool stop(void)
@@ -98,7 +92,7 @@ static bool stop(void)
   size_t countdown = api_enter();
   if (!running) {
     api_leave(countdown);
-    return fail(EALREADY);
+    return mprof_fail(EALREADY);
   }
   session_id++;
   running = false;
@@ -111,7 +105,7 @@ static bool stop(void)
   return true;
 }
 
-bool mi_prof_stop(void) { return in_callback() ? fail(EDEADLK) : stop(); }
+bool mi_prof_stop(void) { return in_callback() ? mprof_fail(EDEADLK) : stop(); }
 
 bool mi_prof_is_enabled(void) { return (__atomic_load_n(&mprof_session.word, __ATOMIC_ACQUIRE) & 1) != 0; }
 
@@ -145,13 +139,13 @@ static bool reset(mprof_discarded_t *gone)
     mprof_sheap_purge_all();
   }
   api_leave(countdown);
-  return ok ? true : fail(EALREADY);
+  return ok ? true : mprof_fail(EALREADY);
 }
 
 bool mi_prof_reset(void)
 {
   mprof_discarded_t gone;
-  return in_callback() ? fail(EDEADLK) : reset(&gone);
+  return in_callback() ? mprof_fail(EDEADLK) : reset(&gone);
 }
 
 /* The control socket's start, stop and reset (control.c), on the profiler thread.  That thread's guard is
@@ -172,7 +166,7 @@ bool mi_prof_stats(mi_prof_stats_t *stats, size_t size)
 {
   if (stats == NULL || (size != sizeof(mi_prof_stats_t) && size != MI_PROF_STATS_SIZE_V2 &&
                         size != MI_PROF_STATS_SIZE_V1))
-    return fail(EINVAL);
+    return mprof_fail(EINVAL);
   mprof_totals_t t;
   mi_prof_stats_t st;
   memset(&st, 0, sizeof st);
@@ -217,7 +211,7 @@ bool mi_prof_debug_stats(size_t *live_records, size_t *live_bytes)
 
 bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free, void *arg)
 {
-  if (in_callback()) return fail(EDEADLK);
+  if (in_callback()) return mprof_fail(EDEADLK);
   mprof_observer_t obs = {on_sample, on_free, arg};
   size_t countdown = api_enter();
   mprof_observer_set(&obs);

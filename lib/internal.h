@@ -145,6 +145,12 @@ void mprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mprof_warn_strs(const char *s, ...) __attribute__((sentinel));   /* no formatting: small stacks */
 bool mprof_warn_once_claim(int *flag);
 
+/* "alloc.c": helpers every entry point shares */
+static inline bool mprof_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+size_t mprof_page_size(void);                  /* sysconf(_SC_PAGESIZE), read once */
+bool   mprof_fail(int err) MPROF_NOINLINE MPROF_COLD;   /* sets errno to err; returns false */
+static inline void *mprof_fail_null(int err) { mprof_fail(err); return NULL; }
+
 /* The first index i with a[i] >= v in the sorted a[0..n) (objects.c, pprof.c). */
 static inline size_t mprof_lower_bound(const uintptr_t *a, size_t n, uintptr_t v)
 {

@@ -30,7 +30,6 @@
 #define API MPROF_EXPORT
 
 static inline mi_heap_t *default_heap(void) { return mprof_mi.mi_heap_get_default(); }
-static inline bool pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 
 /* mimalloc refuses an offset with an alignment above half its segment (MI_ALIGNMENT_MAX). */
 #define MI_ALIGNMENT_MAX ((size_t)(sizeof(void *) == 8 ? 16 : 2) << 20)
@@ -38,7 +37,7 @@ static inline bool pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 /* A request the sampled path may take: mimalloc would serve it (else it goes to `plain`, to fail there). */
 static inline bool sampleable(size_t alignment, size_t offset)
 {
-  return alignment == 0 || (pow2(alignment) && (offset == 0 || alignment <= MI_ALIGNMENT_MAX));
+  return alignment == 0 || (mprof_is_pow2(alignment) && (offset == 0 || alignment <= MI_ALIGNMENT_MAX));
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -209,16 +208,9 @@ API void *mi_heap_calloc_aligned_at(mi_heap_t *heap, size_t count, size_t size, 
 }
 
 /* POSIX and C11 names, as mimalloc defines them. */
-static size_t os_page(void)
-{
-  static size_t cached;                         /* benign race: every thread computes the same value */
-  if (mprof_unlikely(cached == 0)) cached = (size_t)sysconf(_SC_PAGESIZE);
-  return cached;
-}
-
 API int mi_posix_memalign(void **out, size_t alignment, size_t size)
 {
-  if (out == NULL || alignment % sizeof(void *) != 0 || !pow2(alignment)) return EINVAL;
+  if (out == NULL || alignment % sizeof(void *) != 0 || !mprof_is_pow2(alignment)) return EINVAL;
   void *q = mi_malloc_aligned(size, alignment);
   if (q == NULL && size != 0) return ENOMEM;
   *out = q;
@@ -227,11 +219,11 @@ API int mi_posix_memalign(void **out, size_t alignment, size_t size)
 
 API void *mi_memalign(size_t alignment, size_t size) { return mi_malloc_aligned(size, alignment); }
 API void *mi_aligned_alloc(size_t alignment, size_t size) { return mi_malloc_aligned(size, alignment); }
-API void *mi_valloc(size_t size) { return mi_malloc_aligned(size, os_page()); }
+API void *mi_valloc(size_t size) { return mi_malloc_aligned(size, mprof_page_size()); }
 
 API void *mi_pvalloc(size_t size)
 {
-  size_t ps = os_page();
+  size_t ps = mprof_page_size();
   if (size >= SIZE_MAX - ps) return NULL;
   return mi_malloc_aligned((size + ps - 1) & ~(ps - 1), ps);
 }

@@ -90,6 +90,14 @@ static size_t probe(const shard_t *s, uintptr_t addr)
   return i;
 }
 
+/* Whether addr has a record in s (its lock held), at *at. */
+static bool slot_of(const shard_t *s, uintptr_t addr, size_t *at)
+{
+  if (s->capacity == 0) return false;
+  *at = probe(s, addr);
+  return s->slots[*at].addr == addr;
+}
+
 /* Makes room for one more record (load <= 70%).  False when profiler memory is exhausted. */
 static bool shard_reserve(shard_t *s)
 {
@@ -282,18 +290,15 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
 bool mprof_record_remove(uintptr_t addr, mprof_record_t *out)
 {
   shard_t *s = shard_of(addr);
-  bool found = false;
+  size_t i;
   mprof_lock(&s->lock);
-  if (s->capacity != 0) {
-    size_t i = probe(s, addr);
-    if (s->slots[i].addr == addr) {
-      *out = s->slots[i];
-      totals_sub_live(&s->totals, out, free_time(out), true);
-      slot_delete(s, i);
-      s->used--;
-      heap_count(out->heap, -1);
-      found = true;
-    }
+  bool found = slot_of(s, addr, &i);
+  if (found) {
+    *out = s->slots[i];
+    totals_sub_live(&s->totals, out, free_time(out), true);
+    slot_delete(s, i);
+    s->used--;
+    heap_count(out->heap, -1);
   }
   mprof_unlock(&s->lock);
   return found;
@@ -313,78 +318,92 @@ bool mprof_record_orphan(uintptr_t addr, size_t size, mi_heap_t *heap)
   return ok;
 }
 
+/* Calls visit(s, k, arg) on each record of `heap`, with its shard's lock held (one shard at a time).
+ * visit returns 1 to go on to the next slot, 0 when it deleted slot k (a later record may move into it:
+ * look again), -1 to stop. */
+static void records_of(mi_heap_t *heap, int (*visit)(shard_t *s, size_t k, void *arg), void *arg)
+{
+  int step = 1;
+  for (size_t i = 0; i < MPROF_SHARDS && step >= 0; i++) {
+    shard_t *s = &shards[i];
+    mprof_lock(&s->lock);
+    for (size_t k = 0; k < s->capacity && step >= 0; k += (size_t)step) {
+      step = s->slots[k].addr != 0 && s->slots[k].heap == heap ? visit(s, k, arg) : 1;
+    }
+    mprof_unlock(&s->lock);
+  }
+}
+
+typedef struct heap_fn_s {
+  bool (*fn)(const mprof_record_t *r, void *arg);
+  void *arg;
+  size_t n;
+  mi_heap_t *to;
+} heap_fn_t;
+
+static int take_one(shard_t *s, size_t k, void *arg)
+{
+  heap_fn_t *h = arg;
+  mprof_record_t *r = &s->slots[k];
+  bool more = h->fn(r, h->arg);
+  totals_sub_live(&s->totals, r, free_time(r), true);
+  heap_count(r->heap, -1);
+  slot_delete(s, k);
+  s->used--;
+  h->n++;
+  return more ? 0 : -1;
+}
+
 /* Removes records of `heap` (mi_heap_destroy), calling fn on each with its shard lock held (fn may only
  * copy it), until fn returns false.  Returns how many. */
 size_t mprof_record_take_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *r, void *arg), void *arg)
 {
-  size_t n = 0;
-  bool more = true;
-  for (size_t i = 0; i < MPROF_SHARDS && more; i++) {
-    shard_t *s = &shards[i];
-    mprof_lock(&s->lock);
-    for (size_t k = 0; k < s->capacity && more;) {
-      mprof_record_t *r = &s->slots[k];
-      if (r->addr == 0 || r->heap != heap) {
-        k++;
-        continue;
-      }
-      more = fn(r, arg);
-      totals_sub_live(&s->totals, r, free_time(r), true);
-      heap_count(heap, -1);
-      slot_delete(s, k);                       /* a later record may move into slot k: look again */
-      s->used--;
-      n++;
-    }
-    mprof_unlock(&s->lock);
-  }
-  return n;
+  heap_fn_t h = {.fn = fn, .arg = arg};
+  records_of(heap, take_one, &h);
+  return h.n;
+}
+
+static int retag_one(shard_t *s, size_t k, void *arg)
+{
+  heap_fn_t *h = arg;
+  heap_count(s->slots[k].heap, -1);
+  heap_count(h->to, +1);
+  s->slots[k].heap = h->to;
+  return 1;
 }
 
 /* Every record of heap `from` now belongs to `to` (mi_heap_delete moves the blocks so). */
 void mprof_record_retag(mi_heap_t *from, mi_heap_t *to)
 {
-  for (size_t i = 0; i < MPROF_SHARDS; i++) {
-    shard_t *s = &shards[i];
-    mprof_lock(&s->lock);
-    for (size_t k = 0; k < s->capacity; k++) {
-      if (s->slots[k].addr == 0 || s->slots[k].heap != from) continue;
-      s->slots[k].heap = to;
-      heap_count(from, -1);
-      heap_count(to, +1);
-    }
-    mprof_unlock(&s->lock);
-  }
+  heap_fn_t h = {.to = to};
+  records_of(from, retag_one, &h);
 }
 
-/* The record at addr, copied; false when there is none. */
-bool mprof_record_find(uintptr_t addr, mprof_record_t *out)
+static int each_one(shard_t *s, size_t k, void *arg)
 {
-  shard_t *s = shard_of(addr);
-  bool found = false;
-  mprof_lock(&s->lock);
-  if (s->capacity != 0) {
-    size_t i = probe(s, addr);
-    if (s->slots[i].addr == addr) {
-      *out = s->slots[i];
-      found = true;
-    }
-  }
-  mprof_unlock(&s->lock);
-  return found;
+  heap_fn_t *h = arg;
+  h->fn(&s->slots[k], h->arg);
+  return 1;
 }
 
 /* Calls fn on every record of `heap` (shard locks held one at a time: fn may only copy; its result is
  * ignored). */
 void mprof_record_each_heap(mi_heap_t *heap, bool (*fn)(const mprof_record_t *r, void *arg), void *arg)
 {
-  for (size_t i = 0; i < MPROF_SHARDS; i++) {
-    shard_t *s = &shards[i];
-    mprof_lock(&s->lock);
-    for (size_t k = 0; k < s->capacity; k++) {
-      if (s->slots[k].addr != 0 && s->slots[k].heap == heap) fn(&s->slots[k], arg);
-    }
-    mprof_unlock(&s->lock);
-  }
+  heap_fn_t h = {.fn = fn, .arg = arg};
+  records_of(heap, each_one, &h);
+}
+
+/* The record at addr, copied; false when there is none. */
+bool mprof_record_find(uintptr_t addr, mprof_record_t *out)
+{
+  shard_t *s = shard_of(addr);
+  size_t i;
+  mprof_lock(&s->lock);
+  bool found = slot_of(s, addr, &i);
+  if (found) *out = s->slots[i];
+  mprof_unlock(&s->lock);
+  return found;
 }
 
 /* A sample that could not be recorded (no room for its block or its record): its allocated weight

@@ -227,27 +227,18 @@ static void *realloc_unsampled(void *p, const mprof_req_t *r)
   return q == NULL ? NULL : move_to(q, p, usable, r->size, true);
 }
 
-/* realloc with the guard up (a signal handler inside the profiler), p maybe sampled: a move, the free
- * of p deferred (its record, if any, goes then). */
-static void *realloc_guarded(void *p, const mprof_req_t *r)
+/* realloc of p, which may be sampled, as a move to an ordinary block.  With the guard up (a signal
+ * handler inside the profiler) the free of p is deferred (its record, if any, goes then); in a fork
+ * child that froze the tables p is freed as free() does there (a slot leaked, mimalloc's block given
+ * back). */
+static void *realloc_moved(void *p, const mprof_req_t *r, bool frozen)
 {
   void *q = r->plain(r);
   if (q == NULL) return NULL;
   size_t old = mprof_usable_size_slow(p);
   memcpy(q, p, old < r->size ? old : r->size);
-  defer_free(&mprof_tls, p);
-  return q;
-}
-
-/* realloc of a block that may be sampled in a fork child that froze the tables: a move to an ordinary
- * block, p freed as free() does there (a slot leaked, a block of mimalloc's given back). */
-static void *realloc_frozen(void *p, const mprof_req_t *r)
-{
-  void *q = r->plain(r);
-  if (q == NULL) return NULL;
-  size_t old = mprof_usable_size_slow(p);
-  memcpy(q, p, old < r->size ? old : r->size);
-  mprof_free_slow(p);
+  if (frozen) mprof_free_slow(p);
+  else defer_free(&mprof_tls, p);
   return q;
 }
 
@@ -265,11 +256,11 @@ void *mprof_realloc_slow_req(void *p, const mprof_req_t *r, bool wrapped)
   bool charged = !wrapped && mprof_skip(r->size);     /* not yet charged: now */
   bool maybe = mprof_maybe_sampled_block(p) && mprof_sheap_maybe(p);
   if (charged && !maybe) return r->plain_realloc(p, r);
-  if (mprof_unlikely(mprof_frozen) && maybe) return realloc_frozen(p, r);
+  if (mprof_unlikely(mprof_frozen) && maybe) return realloc_moved(p, r, true);
   size_t before = charged ? t->countdown : t->countdown + r->size;       /* wrapped: undo, in size_t */
   if (mprof_unlikely(r->size > MPROF_MAX_REQUEST || t->guard != 0)) {
     t->countdown = before;
-    return maybe ? realloc_guarded(p, r) : r->plain_realloc(p, r);
+    return maybe ? realloc_moved(p, r, false) : r->plain_realloc(p, r);
   }
   t->guard++;
   bool p_sampled = maybe && is_sampled(p);
