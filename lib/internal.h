@@ -653,6 +653,10 @@ typedef struct mprof_objects_s {
 bool   mprof_objects_take(mprof_objects_t *o);     /* no profiler lock held (takes the loader's); ENOMEM */
 void   mprof_objects_release(mprof_objects_t *o);
 size_t mprof_objects_find(const mprof_objects_t *o, uintptr_t addr);   /* segment index + 1, 0 = none */
+/* The GNU build ID among the ELF notes in [at, stop), each read through read (false: unreadable): the
+ * descriptor's address in *desc and its length, 0 when there is none. */
+size_t mprof_objects_note_build_id(uintptr_t at, uintptr_t stop, bool (*read)(uintptr_t, void *, size_t),
+                                   uintptr_t *desc);
 /* names[i]: the key of the exported function holding pcs[i] - 1 (pcs sorted, distinct), 0 when none;
  * offsets (NULL: not wanted): pcs[i] minus the function's start, 0 when none. */
 void   mprof_objects_name(const mprof_objects_t *o, const uintptr_t *pcs, size_t n, uint64_t *names,

@@ -48,6 +48,32 @@ typedef struct walk_s {
   bool             fill;
 } walk_t;
 
+size_t mprof_objects_note_build_id(uintptr_t at, uintptr_t stop, bool (*read)(uintptr_t, void *, size_t),
+                                   uintptr_t *desc)
+{
+  for (unsigned k = 0; k < 64 && stop - at >= sizeof(ElfW(Nhdr)); k++) {     /* a bound on hostile lists */
+    ElfW(Nhdr) nh;
+    char name[4];
+    if (!read(at, &nh, sizeof nh)) return 0;
+    uintptr_t d = at + sizeof nh + ((nh.n_namesz + 3) & ~(uintptr_t)3);
+    uintptr_t next = d + ((nh.n_descsz + 3) & ~(uintptr_t)3);
+    if (next > stop || next <= at) return 0;
+    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 && read(at + sizeof nh, name, 4) &&
+        memcmp(name, "GNU", 4) == 0) {
+      *desc = d;
+      return nh.n_descsz;
+    }
+    at = next;
+  }
+  return 0;
+}
+
+static bool read_here(uintptr_t addr, void *dst, size_t n)
+{
+  memcpy(dst, (const void *)addr, n);
+  return true;
+}
+
 /* The GNU build ID of an object as lower-case hex into out (BUILD_ID_HEX bytes), "" when it has none. */
 static void build_id_hex(const struct dl_phdr_info *info, char *out)
 {
@@ -55,22 +81,17 @@ static void build_id_hex(const struct dl_phdr_info *info, char *out)
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type != PT_NOTE) continue;
-    const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
-      const char *name = p + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
-      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
-          desc + n->n_descsz <= end && n->n_descsz * 2 < BUILD_ID_HEX) {
-        static const char hex[] = "0123456789abcdef";
-        for (size_t k = 0; k < n->n_descsz; k++) {
-          out[2 * k] = hex[(unsigned char)desc[k] >> 4];
-          out[2 * k + 1] = hex[(unsigned char)desc[k] & 15];
-        }
-        out[2 * n->n_descsz] = '\0';
-        return;
-      }
-      p = desc + ((n->n_descsz + 3) & ~3u);
+    uintptr_t at = info->dlpi_addr + ph->p_vaddr, desc;
+    size_t n = mprof_objects_note_build_id(at, at + ph->p_memsz, read_here, &desc);
+    if (n == 0 || n * 2 >= BUILD_ID_HEX) continue;
+    static const char hex[] = "0123456789abcdef";
+    for (size_t k = 0; k < n; k++) {
+      unsigned char b = ((const unsigned char *)desc)[k];
+      out[2 * k] = hex[b >> 4];
+      out[2 * k + 1] = hex[b & 15];
     }
+    out[2 * n] = '\0';
+    return;
   }
 }
 

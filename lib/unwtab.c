@@ -230,8 +230,7 @@ static bool copy_in(uintptr_t addr, void *dst, size_t n) { return mprof_unwind_r
  * headers at the start of its mapping, else the first bytes of its .eh_frame_hdr (which name its search
  * table's place and length: weaker, for objects linked without a build ID).  The loader's own report
  * (mapping, link map, .eh_frame_hdr) is not enough: a module dlclosed and another dlopened in its place
- * often gets the freed link map back, and two builds of one plugin can share every address (Debian's
- * hardened flags gave tests/dl_mix.c's two variants one layout). */
+ * often gets the freed link map back, and two builds of one plugin can share every address. */
 static bool read_at(uintptr_t addr, void *dst, size_t n)
 {
   if (copy_in(addr, dst, n)) return true;
@@ -255,23 +254,13 @@ static void learn_identity(mprof_uobj_t *o, uintptr_t hdr)
   uintptr_t bias = o->start - (first & ~(uintptr_t)0xfff);
   for (size_t i = 0; first != UINTPTR_MAX && i < eh.e_phnum; i++) {
     if (!read_at(o->start + eh.e_phoff + i * sizeof ph, &ph, sizeof ph) || ph.p_type != PT_NOTE) continue;
-    uintptr_t at = bias + ph.p_vaddr, stop = at + ph.p_memsz;
+    uintptr_t at = bias + ph.p_vaddr, stop = at + ph.p_memsz, desc;
     if (at < o->start || stop > end || stop < at) continue;
-    for (unsigned k = 0; k < 64 && stop - at >= 12; k++) {
-      ElfW(Nhdr) nh;
-      char name[4];
-      if (!read_at(at, &nh, sizeof nh)) break;
-      uintptr_t desc = at + 12 + ((nh.n_namesz + 3) & ~(uintptr_t)3);
-      uintptr_t next = desc + ((nh.n_descsz + 3) & ~(uintptr_t)3);
-      if (next > stop || next <= at) break;
-      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 && read_at(at + 12, name, 4) &&
-          memcmp(name, "GNU", 4) == 0) {
-        size_t n = nh.n_descsz < MPROF_UOBJ_ID_MAX ? nh.n_descsz : MPROF_UOBJ_ID_MAX;
-        if (read_at(desc, o->id, n)) o->id_at = desc, o->id_len = (uint8_t)n;
-        return;
-      }
-      at = next;
-    }
+    size_t n = mprof_objects_note_build_id(at, stop, read_at, &desc);
+    if (n == 0) continue;
+    n = n < MPROF_UOBJ_ID_MAX ? n : MPROF_UOBJ_ID_MAX;
+    if (read_at(desc, o->id, n)) o->id_at = desc, o->id_len = (uint8_t)n;
+    return;
   }
   if (hdr != 0 && hdr - o->start < o->span) {
     size_t n = end - hdr < MPROF_UOBJ_ID_MAX ? end - hdr : MPROF_UOBJ_ID_MAX;
