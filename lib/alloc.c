@@ -2,8 +2,8 @@
  *
  * Each entry point checks the calling thread's sample countdown (mprof_skip) or, for a free, whether
  * the block may be sampled (mprof_maybe_sampled: it starts a slice of mimalloc's), and otherwise goes
- * straight to mimalloc's public API.  Everything else (sampling, tracking, the C rules that need more than one line) lives in
- * cold functions, so the common path is a handful of instructions and a tail call.
+ * straight to mimalloc's public API.  Everything else (sampling, tracking, the C rules that need more than
+ * one line) lives in cold functions, so the common path is a handful of instructions and a tail call.
  *
  * C++ operator new/delete are in new_delete.c (exported too, because libmimalloc.so.2 exports them).
  */

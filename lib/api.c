@@ -71,7 +71,7 @@ static bool start(size_t sample_rate, uint64_t seed, bool prime, mprof_discarded
   running = kept = true;
   running_rate = rate;
   mprof_session_publish(session_id, true, rate, seed);
-  api_leave(0);                                  /* countdown 0: the caller samples from its next allocation */
+  api_leave(0);                   /* countdown 0: the caller samples from its next allocation */
   return true;
 }
 

@@ -152,7 +152,8 @@ static bool open_all(void)
   close(dir);
   dir = -1;
   if (!remember(&listener, fd) || !remember(&wake_r, sv[0]) || !remember(&wake_w, sv[1])) goto fail;
-  __atomic_store_n(&wake_word, ((uint64_t)(uint32_t)wake_w.ino << 32) | (uint32_t)wake_w.fd, __ATOMIC_RELEASE);
+  __atomic_store_n(&wake_word, ((uint64_t)(uint32_t)wake_w.ino << 32) | (uint32_t)wake_w.fd,
+                   __ATOMIC_RELEASE);
   return true;
 fail:;
   int err = errno;
@@ -230,8 +231,8 @@ static void reopen(void)
   forget(&wake_w);
   bool ok = open_all();
   if (mprof_warn_once_claim(&reopen_said))
-    mprof_warn("the program closed the control socket's descriptors; %s %s", ok ? "opened again:" : "it is off:",
-               ok ? sock_path : strerrorname_np(errno));
+    mprof_warn("the program closed the control socket's descriptors; %s %s",
+               ok ? "opened again:" : "it is off:", ok ? sock_path : strerrorname_np(errno));
   if (!ok) enabled = false;
   recheck_ms = RECHECK_FIRST_MS;
 }
@@ -368,7 +369,9 @@ static void serve_dump(conn_t *c)
   int err = ok ? ((uint64_t)st.st_size > UINT32_MAX - 3 ? EFBIG : 0) : errno;
   if (err != 0) {
     forget(&c->dump);
-    reply_errno(c, err, err == ENOMEM ? "cannot write the profile (MIMALLOC_PROF_MAX_BYTES)" : "cannot write the profile");
+    reply_errno(c, err,
+                err == ENOMEM ? "cannot write the profile (MIMALLOC_PROF_MAX_BYTES)"
+                              : "cannot write the profile");
     return;
   }
   c->dump_len = (uint64_t)st.st_size;
@@ -445,7 +448,8 @@ static void conn_write(conn_t *c, uint64_t now)
       p = c->out + c->out_off;
       n = c->out_len - c->out_off;
     } else if (c->dump.fd >= 0 && c->dump_off < c->dump_len) {
-      size_t want = c->dump_len - c->dump_off < STREAM_BYTES ? (size_t)(c->dump_len - c->dump_off) : STREAM_BYTES;
+      size_t want =
+          c->dump_len - c->dump_off < STREAM_BYTES ? (size_t)(c->dump_len - c->dump_off) : STREAM_BYTES;
       ssize_t r = still_ours(&c->dump) ? pread(c->dump.fd, stream_buf, want, (off_t)c->dump_off) : -1;
       if (r <= 0) {
         conn_close(c);
@@ -521,7 +525,8 @@ static void accept_some(uint64_t now)
     }
     struct ucred cred;
     socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != geteuid() && cred.uid != 0)) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != geteuid() && cred.uid != 0)) {
       static const char refused[] = "error EACCES: only the process's own user and root may ask\n";
       unsigned char frame[4 + sizeof refused - 1];
       put_be32(frame, sizeof refused - 1);

@@ -16,7 +16,8 @@ bool mprof_control_dir(const char *dir, const char *xdg_runtime_dir, unsigned ui
 {
   int n;
   if (dir != NULL) n = snprintf(out, len, "%s", dir);
-  else if (xdg_runtime_dir != NULL && xdg_runtime_dir[0] == '/') n = snprintf(out, len, "%s/mimalloc-prof", xdg_runtime_dir);
+  else if (xdg_runtime_dir != NULL && xdg_runtime_dir[0] == '/')
+    n = snprintf(out, len, "%s/mimalloc-prof", xdg_runtime_dir);
   else n = snprintf(out, len, "/tmp/mimalloc-prof-%u", uid);
   return n > 0 && (size_t)n < len;
 }

@@ -44,7 +44,7 @@ static uint64_t session_rate;               /* of the session whose data the tab
                                              * stopped; 0: none (atomic) */
 static uint64_t session_end_mono, session_end_real;   /* when it stopped (CLOCK_MONOTONIC, CLOCK_REALTIME);
                                                        * 0 while it runs (atomic) */
-static uint64_t periodic_mono;              /* CLOCK_MONOTONIC of the last periodic profile's data (dump_lock) */
+static uint64_t periodic_mono;              /* CLOCK_MONOTONIC of the last periodic profile (dump_lock) */
 static int write_failure_said, leak_failure_said;
 
 static uint64_t clock_ns(clockid_t clock)
@@ -260,8 +260,9 @@ static void auto_locked(char kind, const mprof_objects_t *objs)
   else ok = write_auto_locked(kind, objs, name, sizeof name);
   int err = errno;
   if (!ok && mprof_warn_once_claim(&write_failure_said))
-    mprof_warn("cannot write heap profile %s: %s (%s)", name[0] != '\0' ? name : mprof_option_str(MPROF_OPT_PREFIX),
-               strerrorname_np(err), failure_option(err));
+    mprof_warn("cannot write heap profile %s: %s (%s)",
+               name[0] != '\0' ? name : mprof_option_str(MPROF_OPT_PREFIX), strerrorname_np(err),
+               failure_option(err));
 }
 
 /* kind i, u, s or p: on the profiler thread. */
@@ -297,7 +298,8 @@ static bool say(int fd, const char *text)
 
 /* One frame: "#i 0xpc module+0xoffset (symbol+0xoffset)", as far as the objects tell; a dropped sample's
  * frame by its synthetic name. */
-static void say_frame(int fd, size_t i, uintptr_t pc, const mprof_objects_t *objs, uint64_t key, uint32_t offset)
+static void say_frame(int fd, size_t i, uintptr_t pc, const mprof_objects_t *objs, uint64_t key,
+                      uint32_t offset)
 {
   char line[512], name[256];
   int n;

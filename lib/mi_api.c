@@ -47,7 +47,8 @@ static inline bool sampleable(size_t alignment, size_t offset)
 static void *plain(const mprof_req_t *r)
 {
   mi_heap_t *h = r->heap != NULL ? r->heap : default_heap();
-  if (r->alignment == 0) return r->zero ? mprof_mi.mi_heap_zalloc(h, r->size) : mprof_mi.mi_heap_malloc(h, r->size);
+  if (r->alignment == 0)
+    return r->zero ? mprof_mi.mi_heap_zalloc(h, r->size) : mprof_mi.mi_heap_malloc(h, r->size);
   return r->zero ? mprof_mi.mi_heap_zalloc_aligned_at(h, r->size, r->alignment, r->offset)
                  : mprof_mi.mi_heap_malloc_aligned_at(h, r->size, r->alignment, r->offset);
 }
@@ -63,7 +64,8 @@ static void *plain_realloc(void *p, const mprof_req_t *r)
     return r->zero ? mprof_mi.mi_heap_rezalloc(h, p, r->size) : mprof_mi.mi_heap_realloc(h, p, r->size);
   if (p == NULL) return plain(r);
   size_t size = mprof_mi.mi_usable_size(p);
-  if (r->size <= size && r->size >= size - size / 2 && ((uintptr_t)p + r->offset) % r->alignment == 0) return p;
+  if (r->size <= size && r->size >= size - size / 2 && ((uintptr_t)p + r->offset) % r->alignment == 0)
+    return p;
   void *q = mprof_mi.mi_heap_malloc_aligned_at(h, r->size, r->alignment, r->offset);
   if (q == NULL) return NULL;
   if (r->zero && r->size > size) {
@@ -80,7 +82,8 @@ static void *plain_realloc(void *p, const mprof_req_t *r)
 --------------------------------------------------------------------------------------------------- */
 
 /* The general allocation: heap (NULL = default), size, alignment (0 = none), offset, zero. */
-static MPROF_NOINLINE void *alloc_req(mi_heap_t *heap, size_t size, size_t alignment, size_t offset, bool zero)
+static MPROF_NOINLINE void *alloc_req(mi_heap_t *heap, size_t size, size_t alignment, size_t offset,
+                                      bool zero)
 {
   mprof_req_t r = {.heap = heap, .size = size, .alignment = alignment, .offset = offset, .zero = zero,
                    .plain = plain};
@@ -159,12 +162,18 @@ API void *mi_heap_mallocn(mi_heap_t *heap, size_t count, size_t size)
 
 /* Aligned: the _at leaves with offset 0 (mimalloc's plain aligned entry points are not leaves; they
  * also have the 2.0.9 misalignment bug, which the _at path does not). */
-API void *mi_malloc_aligned(size_t size, size_t alignment) { return alloc_req(NULL, size, alignment, 0, false); }
+API void *mi_malloc_aligned(size_t size, size_t alignment)
+{
+  return alloc_req(NULL, size, alignment, 0, false);
+}
 API void *mi_malloc_aligned_at(size_t size, size_t alignment, size_t offset)
 {
   return alloc_req(NULL, size, alignment, offset, false);
 }
-API void *mi_zalloc_aligned(size_t size, size_t alignment) { return alloc_req(NULL, size, alignment, 0, true); }
+API void *mi_zalloc_aligned(size_t size, size_t alignment)
+{
+  return alloc_req(NULL, size, alignment, 0, true);
+}
 API void *mi_zalloc_aligned_at(size_t size, size_t alignment, size_t offset)
 {
   return alloc_req(NULL, size, alignment, offset, true);
@@ -202,7 +211,8 @@ API void *mi_heap_calloc_aligned(mi_heap_t *heap, size_t count, size_t size, siz
 {
   return alloc_req(heap, total(count, size), alignment, 0, true);
 }
-API void *mi_heap_calloc_aligned_at(mi_heap_t *heap, size_t count, size_t size, size_t alignment, size_t offset)
+API void *mi_heap_calloc_aligned_at(mi_heap_t *heap, size_t count, size_t size, size_t alignment,
+                                    size_t offset)
 {
   return alloc_req(heap, total(count, size), alignment, offset, true);
 }
@@ -275,7 +285,8 @@ API void *mi_heap_alloc_new(mi_heap_t *heap, size_t size)
 API void *mi_heap_alloc_new_n(mi_heap_t *heap, size_t count, size_t size)
 {
   size_t t;
-  if (mprof_unlikely(__builtin_mul_overflow(count, size, &t))) return mprof_mi.mi_heap_alloc_new_n(heap, count, size);
+  if (mprof_unlikely(__builtin_mul_overflow(count, size, &t)))
+    return mprof_mi.mi_heap_alloc_new_n(heap, count, size);
   return mi_heap_alloc_new(heap, t);
 }
 
@@ -285,8 +296,8 @@ API void *mi_heap_alloc_new_n(mi_heap_t *heap, size_t count, size_t size)
 
 /* The general realloc: realloc is the allocation of its new size (slow.c).  An alignment up to a
  * pointer's size asks for nothing (mimalloc's rule), whatever the block. */
-static MPROF_NOINLINE void *realloc_req(mi_heap_t *heap, void *p, size_t size, size_t alignment, size_t offset,
-                                        bool zero)
+static MPROF_NOINLINE void *realloc_req(mi_heap_t *heap, void *p, size_t size, size_t alignment,
+                                        size_t offset, bool zero)
 {
   if (alignment <= sizeof(uintptr_t)) alignment = offset = 0;
   mprof_req_t r = {.heap = heap, .size = size, .alignment = alignment, .offset = offset, .zero = zero,
@@ -325,14 +336,23 @@ API void *mi_heap_realloc(mi_heap_t *heap, void *p, size_t size)
   return heap_realloc_slow(heap, p, size);
 }
 API void *mi_rezalloc(void *p, size_t size) { return realloc_req(NULL, p, size, 0, 0, true); }
-API void *mi_heap_rezalloc(mi_heap_t *heap, void *p, size_t size) { return realloc_req(heap, p, size, 0, 0, true); }
+API void *mi_heap_rezalloc(mi_heap_t *heap, void *p, size_t size)
+{
+  return realloc_req(heap, p, size, 0, 0, true);
+}
 
-API void *mi_reallocn(void *p, size_t count, size_t size) { return realloc_req(NULL, p, total(count, size), 0, 0, false); }
+API void *mi_reallocn(void *p, size_t count, size_t size)
+{
+  return realloc_req(NULL, p, total(count, size), 0, 0, false);
+}
 API void *mi_heap_reallocn(mi_heap_t *heap, void *p, size_t count, size_t size)
 {
   return realloc_req(heap, p, total(count, size), 0, 0, false);
 }
-API void *mi_recalloc(void *p, size_t count, size_t size) { return realloc_req(NULL, p, total(count, size), 0, 0, true); }
+API void *mi_recalloc(void *p, size_t count, size_t size)
+{
+  return realloc_req(NULL, p, total(count, size), 0, 0, true);
+}
 API void *mi_heap_recalloc(mi_heap_t *heap, void *p, size_t count, size_t size)
 {
   return realloc_req(heap, p, total(count, size), 0, 0, true);
@@ -419,7 +439,8 @@ API void *mi_new_realloc(void *p, size_t size)
 API void *mi_new_reallocn(void *p, size_t count, size_t size)
 {
   size_t t;
-  if (mprof_unlikely(__builtin_mul_overflow(count, size, &t))) return mprof_mi.mi_new_reallocn(p, count, size);
+  if (mprof_unlikely(__builtin_mul_overflow(count, size, &t)))
+    return mprof_mi.mi_new_reallocn(p, count, size);
   return mi_new_realloc(p, t);
 }
 

@@ -189,7 +189,8 @@ static bool watch(const mi_heap_t *heap, const mi_heap_area_t *area, void *block
   return go_on;
 }
 
-API bool mi_heap_visit_blocks(const mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_fun *visitor, void *arg)
+API bool mi_heap_visit_blocks(const mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_fun *visitor,
+                              void *arg)
 {
   watched_t w = {visitor, arg, false};
   bool found = mprof_mi.mi_heap_visit_blocks(heap, visit_all_blocks, watch, &w);
@@ -221,11 +222,15 @@ API mi_heap_t *mi_heap_new(void) { return mprof_mi.mi_heap_new(); }
 API mi_heap_t *mi_heap_new_in_arena(mi_arena_id_t arena) { return mprof_mi.mi_heap_new_in_arena(arena); }
 API void mi_heap_destroy(mi_heap_t *heap) { mprof_mi.mi_heap_destroy(heap); }
 API void mi_heap_delete(mi_heap_t *heap) { mprof_mi.mi_heap_delete(heap); }
-API bool mi_heap_contains_block(mi_heap_t *heap, const void *p) { return mprof_mi.mi_heap_contains_block(heap, p); }
+API bool mi_heap_contains_block(mi_heap_t *heap, const void *p)
+{
+  return mprof_mi.mi_heap_contains_block(heap, p);
+}
 API bool mi_heap_check_owned(mi_heap_t *heap, const void *p) { return mprof_mi.mi_heap_check_owned(heap, p); }
 API bool mi_check_owned(const void *p) { return mprof_mi.mi_check_owned(p); }
 API bool mi_is_in_heap_region(const void *p) { return mprof_mi.mi_is_in_heap_region(p); }
-API bool mi_heap_visit_blocks(const mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_fun *visitor, void *arg)
+API bool mi_heap_visit_blocks(const mi_heap_t *heap, bool visit_all_blocks, mi_block_visit_fun *visitor,
+                              void *arg)
 {
   return mprof_mi.mi_heap_visit_blocks(heap, visit_all_blocks, visitor, arg);
 }

@@ -58,8 +58,8 @@ size_t mprof_objects_note_build_id(uintptr_t at, uintptr_t stop, bool (*read)(ui
     uintptr_t d = at + sizeof nh + ((nh.n_namesz + 3) & ~(uintptr_t)3);
     uintptr_t next = d + ((nh.n_descsz + 3) & ~(uintptr_t)3);
     if (next > stop || next <= at) return 0;
-    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 && read(at + sizeof nh, name, 4) &&
-        memcmp(name, "GNU", 4) == 0) {
+    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
+        read(at + sizeof nh, name, 4) && memcmp(name, "GNU", 4) == 0) {
       *desc = d;
       return nh.n_descsz;
     }
@@ -217,8 +217,8 @@ bool mprof_objects_take(mprof_objects_t *o)
   w.cap_objects = w.objects + SLACK_OBJECTS;
   w.cap_segments = w.segments + SLACK_SEGMENTS;
   w.cap_text = w.text + SLACK_TEXT;
-  o->bytes = w.cap_objects * sizeof(mprof_object_t) + w.cap_segments * (sizeof(mprof_segment_t) + sizeof(uint32_t)) +
-             w.cap_text;
+  o->bytes = w.cap_objects * sizeof(mprof_object_t) +
+             w.cap_segments * (sizeof(mprof_segment_t) + sizeof(uint32_t)) + w.cap_text;
   o->mem = mprof_pmem_map_temp(o->bytes);
   if (o->mem == NULL) {
     errno = ENOMEM;
@@ -314,7 +314,8 @@ static bool mark_object(const mprof_objects_t *o, const mprof_object_t *ob, cons
 {
   bool any = false;
   for (uint32_t s = ob->first_segment; s < ob->first_segment + ob->n_segments; s++) {
-    size_t i = mprof_lower_bound(pcs, n, o->segment[s].start + 1), end = mprof_lower_bound(pcs, n, o->segment[s].limit + 1);
+    size_t i = mprof_lower_bound(pcs, n, o->segment[s].start + 1),
+           end = mprof_lower_bound(pcs, n, o->segment[s].limit + 1);
     for (; i < end; i++) {
       any = true;
       if (!done) {
@@ -329,7 +330,8 @@ static bool mark_object(const mprof_objects_t *o, const mprof_object_t *ob, cons
 }
 
 /* One symbol: the pcs in its range take it when it starts nearer below them than the one they have. */
-static void name_from(const ElfW(Sym) *sym, const mprof_object_t *ob, const uintptr_t *pcs, size_t n, uint64_t *names)
+static void name_from(const ElfW(Sym) *sym, const mprof_object_t *ob, const uintptr_t *pcs, size_t n,
+                      uint64_t *names)
 {
   unsigned type = ELF64_ST_TYPE(sym->st_info);   /* the same bits in ELF32_ST_TYPE */
   if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym->st_shndx == SHN_UNDEF || sym->st_shndx == SHN_ABS ||
@@ -343,7 +345,8 @@ static void name_from(const ElfW(Sym) *sym, const mprof_object_t *ob, const uint
   }
 }
 
-void mprof_objects_name(const mprof_objects_t *o, const uintptr_t *pcs, size_t n, uint64_t *names, uint32_t *offsets)
+void mprof_objects_name(const mprof_objects_t *o, const uintptr_t *pcs, size_t n, uint64_t *names,
+                        uint32_t *offsets)
 {
   memset(names, 0, n * sizeof *names);
   if (offsets != NULL) memset(offsets, 0, n * sizeof *offsets);

@@ -44,15 +44,17 @@ static int drop_said[MI_PROF_DROP_REASONS];
 static const char *const drop_text[MI_PROF_DROP_REASONS] = {
   [MI_PROF_DROP_MEMORY] = "profiler memory budget (MIMALLOC_PROF_MAX_BYTES) used up",
   [MI_PROF_DROP_TOO_LARGE] = "allocation too large for the sampled-block arena",
-  [MI_PROF_DROP_ALIGNMENT] = "an aligned allocation whose offset keeps it off every slice "
-                             "(mi_malloc_aligned_at with an offset that is not a multiple of the alignment)",
+  [MI_PROF_DROP_ALIGNMENT] =
+     "an aligned allocation whose offset keeps it off every slice "
+     "(mi_malloc_aligned_at with an offset that is not a multiple of the alignment)",
   [MI_PROF_DROP_NO_ARENA] = "the sampled-block arena could not be set up (address space: "
-                            "MIMALLOC_PROF_ARENA_SIZE, ulimit -v); profiling cannot start",
+                           "MIMALLOC_PROF_ARENA_SIZE, ulimit -v); profiling cannot start",
   [MI_PROF_DROP_UNWIND] = "stack could not be captured",
   [MI_PROF_DROP_STACKS] = "stack table full",
-  [MI_PROF_DROP_FORK] = "in a fork child where no unwinder is safe to call (another thread was unwinding at the fork, or libgcc_s was not loaded in a multi-threaded C program)",
+  [MI_PROF_DROP_FORK] = "in a fork child where no unwinder is safe to call (another thread was unwinding "
+                       "at the fork, or libgcc_s was not loaded in a multi-threaded C program)",
   [MI_PROF_DROP_ARENA_FULL] = "no room for the sampled block (MIMALLOC_PROF_ARENA_SIZE of address space "
-                              "is used up, or the address space: ulimit -v)",
+                             "is used up, or the address space: ulimit -v)",
 };
 
 void mprof_drop(mi_prof_drop_reason_t why)

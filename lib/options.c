@@ -116,7 +116,8 @@ static bool parse_signal_as(const char *s, bool terminating, uint64_t *out)
     {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
     {"PWR", SIGPWR}, {"SYS", SIGSYS}};
   static const int refused[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
-  static const int not_terminating[] = {SIGCHLD, SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGWINCH, SIGSYS};
+  static const int not_terminating[] = {SIGCHLD, SIGCONT, SIGTSTP, SIGTTIN,
+                                        SIGTTOU, SIGURG, SIGWINCH, SIGSYS};
   uint64_t v = 0;
   if (strncasecmp(s, "SIG", 3) == 0) s += 3;
   for (size_t i = 0; i < sizeof names / sizeof names[0] && v == 0; i++)

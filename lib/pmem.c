@@ -5,7 +5,7 @@
  * bounds all of it: `mapped` never exceeds the budget.  Pages are touched only when used (mmap gives
  * demand-zero pages).
  *
- * Dumps are always possible (issue 12): the tables may not grow into the memory one dump of what they hold
+ * Dumps are always possible: the tables may not grow into the memory one dump of what they hold
  * needs.  That reserve is MPROF_DUMP_FIXED_BYTES plus, for every stack in the stack table, what a dump
  * needs per stack and per frame (MPROF_DUMP_STACK_BYTES, MPROF_DUMP_FRAME_BYTES, derived in internal.h);
  * stacktab.c reserves it with each stack it adds.  `committed` = tables mapped + stack reserves, and
@@ -14,11 +14,12 @@
  * tables took; two at once may not (the second fails with ENOMEM).
  *
  * The stack table (its entries, frames, index and the dump reserve of its stacks) and the table
- * unwinder's tables (unwtab.c) may commit at most half of the budget less the fixed part; the other half is the record table's (records may also take what
- * the stacks leave).  A program with more distinct stacks than the budget holds then still has room to
- * track its sampled blocks: their samples go to the "[dropped (memory)]" stack, but their in-use weight
- * is kept and leaves with their free.  With MIMALLOC_PROF_MAX_BYTES=1m and lifetimes on, records keep
- * 345 KiB: 16 shards of 256 records at most 70% full, about 2,800 live samples.
+ * unwinder's tables (unwtab.c) may commit at most half of the budget less the fixed part; the other half is
+ * the record table's (records may also take what the stacks leave).  A program with more distinct stacks than
+ * the budget holds then still has room to track its sampled blocks: their samples go to the "[dropped
+ * (memory)]" stack, but their in-use weight is kept and leaves with their free.  With
+ * MIMALLOC_PROF_MAX_BYTES=1m and lifetimes on, records keep 345 KiB: 16 shards of 256 records at most 70%
+ * full, about 2,800 live samples.
  *
  * No lock: three atomic counters, each changed with compare-and-swap, so any lock may be held while
  * mapping.  `committed` is reserved before `mapped`, and released after it; `stacks` before both.
@@ -44,7 +45,8 @@ static bool charge(size_t *counter, size_t bytes, size_t limit)
   size_t cur = __atomic_load_n(counter, __ATOMIC_RELAXED);
   do {
     if (cur + bytes > limit || cur + bytes < cur) return false;
-  } while (!__atomic_compare_exchange_n(counter, &cur, cur + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  } while (
+      !__atomic_compare_exchange_n(counter, &cur, cur + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   return true;
 }
 

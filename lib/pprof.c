@@ -62,12 +62,14 @@ typedef Perftools__Profiles__Timeline  timeline_t;
 #define MPROF_DROP_FRAMES \
   "^(malloc|free|calloc|realloc|reallocarray|reallocf|reallocarr|posix_memalign|__posix_memalign|" \
   "aligned_alloc|memalign|valloc|pvalloc|cfree|vfree|_aligned_malloc|" \
-  "__libc_(malloc|calloc|realloc|free|cfree|memalign|valloc|pvalloc)|operator new.*|operator delete.*|mprof_.*)$"
+  "__libc_(malloc|calloc|realloc|free|cfree|memalign|valloc|pvalloc)|" \
+  "operator new.*|operator delete.*|mprof_.*)$"
 
 #define STAGE_BYTES ((size_t)8 << 10)        /* protobuf-c's small appends collect here before deflate */
 #define OUT_BYTES   ((size_t)8 << 10)        /* deflate's output, written when full */
 _Static_assert(STAGE_BYTES + OUT_BYTES <= MPROF_DUMP_IO_BYTES, "MPROF_DUMP_IO_BYTES");
-_Static_assert(MPROF_DUMP_FRAME_BYTES >= sizeof(uintptr_t) /* snapshot */ + sizeof(uintptr_t) + sizeof(uint64_t),
+_Static_assert(MPROF_DUMP_FRAME_BYTES >=
+                   sizeof(uintptr_t) /* snapshot */ + sizeof(uintptr_t) + sizeof(uint64_t),
                "MPROF_DUMP_FRAME_BYTES");
 
 /* A dropped frame's name key: above every object's (objects.c). */
@@ -191,7 +193,8 @@ static size_t comments(writer_t *w, const mprof_pprof_meta_t *meta, int64_t ids[
 {
   char line[320];
   size_t k = 0;
-  snprintf(line, sizeof line, "mimalloc-prof %d.%d.%d: sampled heap profile, one sample per %llu bytes on average",
+  snprintf(line, sizeof line,
+           "mimalloc-prof %d.%d.%d: sampled heap profile, one sample per %llu bytes on average",
            MI_PROF_VERSION_MAJOR, MI_PROF_VERSION_MINOR, MI_PROF_VERSION_PATCH,
            (unsigned long long)meta->sample_rate);
   ids[k++] = emit_string(w, line);
@@ -311,7 +314,8 @@ static void emit_mappings(writer_t *w, const mprof_objects_t *objs)
 static bool key_name(const mprof_objects_t *objs, uint64_t key, char *buf, size_t len)
 {
   if (key >> 32 == UINT32_MAX) {
-    snprintf(buf, len, "[mimalloc-prof: dropped (%s)]", mprof_drop_name((mi_prof_drop_reason_t)(uint32_t)key));
+    snprintf(buf, len, "[mimalloc-prof: dropped (%s)]",
+             mprof_drop_name((mi_prof_drop_reason_t)(uint32_t)key));
     return true;
   }
   return mprof_objects_key_name(objs, key, buf, len);
@@ -320,8 +324,8 @@ static bool key_name(const mprof_objects_t *objs, uint64_t key, char *buf, size_
 /* Locations, one per distinct pc (id = index + 1), and before each the Function its name starts, if new.
  * The pcs are sorted and a function's code is one range, so a function's pcs are consecutive: a new
  * name key starts a new Function. */
-static void emit_locations(writer_t *w, const mprof_objects_t *objs, const uintptr_t *pcs, const uint64_t *names,
-                           size_t n)
+static void emit_locations(writer_t *w, const mprof_objects_t *objs, const uintptr_t *pcs,
+                           const uint64_t *names, size_t n)
 {
   uint64_t function_id = 0, function_key = 0;
   char name[4096];

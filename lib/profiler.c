@@ -19,9 +19,9 @@
  * blocked, never exits, runs with the reentrancy guard up (nothing it does is sampled) and never calls
  * malloc (its dumps use profiler memory only; tests/nomalloc_shim.c proves it).  So the control socket's
  * start cannot load the unwinder there (dlopen allocates): with the socket on, the unwinder is primed at
- * load instead, by the loading thread, once the profiler thread exists.  A program without these options stays single-threaded.  Its loop is general: a request
- * kind is a counter and a function, served in kind order, so interval and peak dumps requested before a
- * signal are written before the signal's.
+ * load instead, by the loading thread, once the profiler thread exists.  A program without these options
+ * stays single-threaded.  Its loop is general: a request kind is a counter and a function, served in kind
+ * order, so interval and peak dumps requested before a signal are written before the signal's.
  *
  * A fork child has no profiler thread: its interval and peak triggers are off, it has no periodic profiles
  * and no control socket, and the signals whose handler is still ours get their earlier disposition back.
@@ -78,9 +78,9 @@ void mprof_profiler_purge_wake(void)
 /* Takes every pending request, as a set of kinds (bit k: kind k).  The thread serves one such round at a
  * time, one profile per kind, however many requests of that kind came while the last round was written:
  * a program that crosses MIMALLOC_PROF_INTERVAL faster than profiles are written gets one interval
- * profile per round, not a backlog, and a signal or a final signal waits for one round at most (before,
- * requests were served one by one in kind order, and with a small interval a program ignored SIGTERM
- * for as long as it allocated). */
+ * profile per round, not a backlog, and a signal or a final signal waits for one round at most (served
+ * one by one, a small interval's requests would keep a SIGTERM waiting for as long as the program
+ * allocates). */
 static unsigned take_requests(void)
 {
   unsigned kinds = 0;
@@ -156,7 +156,8 @@ static bool catch(int sig, void (*plain)(int), void (*info)(int, siginfo_t *, vo
   return sigaction(sig, &sa, NULL) == 0;
 }
 
-/* Puts the earlier disposition back where our handler is still installed (a fork child; async-signal-safe). */
+/* Puts the earlier disposition back where our handler is still installed (a fork child;
+ * async-signal-safe). */
 static void uncatch(int sig)
 {
   struct sigaction now;
@@ -301,7 +302,8 @@ bool mprof_profiler_init(void)
   }
   period_ns = mprof_option(MPROF_OPT_PERIOD) * 1000000000u;
   bool control = mprof_control_init();
-  if (interval_bytes == 0 && !gdump && dump_signal == 0 && finals == 0 && period_ns == 0 && !control) return false;
+  if (interval_bytes == 0 && !gdump && dump_signal == 0 && finals == 0 && period_ns == 0 && !control)
+    return false;
   if (sem_init(&requests, 0, 0) != 0 || !start_thread()) {
     if (control) mprof_control_shutdown();   /* nobody serves it: closed (the file goes at exit) */
     interval_bytes = 0;

@@ -25,8 +25,8 @@
 static _Alignas(8) unsigned char dents[8192];   /* dump_lock */
 
 /* The sequence number of `name` if it is "<base>.<pid>.<seq>.<kind>.pb.gz" with these parts. */
-static bool match(const char *name, const char *base, size_t base_len, const char *pid, size_t pid_len, char kind,
-                  uint64_t *seq)
+static bool match(const char *name, const char *base, size_t base_len, const char *pid, size_t pid_len,
+                  char kind, uint64_t *seq)
 {
   if (strncmp(name, base, base_len) != 0 || name[base_len] != '.') return false;
   name += base_len + 1;

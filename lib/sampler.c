@@ -381,7 +381,10 @@ uint64_t mprof_sample_stack(mprof_tls_t *t, size_t size, uint64_t *now, mi_prof_
   return sample_stack(t, size, now, why);
 }
 
-mi_heap_t *mprof_sample_heap(const mprof_req_t *r) { return r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default(); }
+mi_heap_t *mprof_sample_heap(const mprof_req_t *r)
+{
+  return r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default();
+}
 
 /* A sampled allocation: the block from the sampled-block heap, recorded with its stack (served unsampled
  * after all when it is a slot's and its record does not fit the budget); or, when the heap cannot hold

@@ -12,9 +12,8 @@
  *     of its own, which starts on a slice.  It costs exactly what mimalloc spends on it unsampled, and
  *     mimalloc's own heap functions (destroy, visits, ownership) see it as theirs (mi_heap.c).
  * Large blocks are the ones that cost memory: samples of 128 KiB and more are 22-100% of such requests
- * at the default rate, and kept apart from mimalloc they left holes in its pages that it did not give
- * back (bench/mixed_live.c: the sampled-block heap held 27 MB while mimalloc shrank by 15 MB;
- * doc/performance.md).  A small block in a slot costs a page, as in jemalloc's and tcmalloc's profilers
+ * at the default rate, and kept apart from mimalloc they leave holes in its pages that it does not give
+ * back (bench/mixed_live.c: a separate heap holds 27 MB while mimalloc shrinks by 15 MB).  A small block in a slot costs a page, as in jemalloc's and tcmalloc's profilers
  * (a sampled small request takes a page of its own there too).
  *
  * Slots.  An arena chunk (1 MiB) holds slots of one size, one slice or two (a request gets the smaller

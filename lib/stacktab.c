@@ -7,9 +7,10 @@
  * frames, so a stack and everything under it share a shard and one lock.  A shard has its own lock (rank
  * 4), an open-addressing index of entry numbers, entries in fixed chunks that never move (so an id names
  * the same memory for the whole session), and a bump pool for the frames.  All of it is profiler memory
- * (pmem.c) under the stack table's share of the budget; when it cannot grow the sample is dropped (MI_PROF_DROP_STACKS).  Each entry
- * added also reserves the memory a dump of it needs (mprof_pmem_reserve; internal.h derives the amount),
- * so the table never takes what a dump needs; an entry that cannot is dropped for memory too.
+ * (pmem.c) under the stack table's share of the budget; when it cannot grow the sample is dropped
+ * (MI_PROF_DROP_STACKS).  Each entry added also reserves the memory a dump of it needs (mprof_pmem_reserve;
+ * internal.h derives the amount), so the table never takes what a dump needs; an entry that cannot is dropped
+ * for memory too.
  *
  * Label sets are bounded per stack: after MPROF_LABEL_SETS of them, a sample with new labels goes to the
  * set of thread "[other]" and its size rounded down to a power of two (at most 64 more sets).
@@ -57,7 +58,8 @@ typedef struct shard_s {
  * per reason (frame MI_PROF_FRAME_DROPPED(reason), no labels), and with lifetimes a FREED entry per reason
  * and bucket: dropped[n], n = reason, or MI_PROF_DROP_REASONS + reason * buckets + b. */
 #define DROPPED_ENTRIES (MI_PROF_DROP_REASONS * (1 + MPROF_LIFETIME_BUCKETS))
-_Static_assert(MPROF_DUMP_LIFETIMES_BYTES == MI_PROF_DROP_REASONS * MPROF_LIFETIME_BUCKETS * MPROF_DUMP_STACK_BYTES,
+_Static_assert(MPROF_DUMP_LIFETIMES_BYTES ==
+                   MI_PROF_DROP_REASONS * MPROF_LIFETIME_BUCKETS * MPROF_DUMP_STACK_BYTES,
                "MPROF_DUMP_LIFETIMES_BYTES: the dropped sets' lifetime buckets");
 static uintptr_t     dropped_frame[MI_PROF_DROP_REASONS];
 static mprof_stack_t dropped[DROPPED_ENTRIES];
@@ -89,7 +91,10 @@ static inline uint64_t set_hash(uint64_t stack_hash, const mprof_labels_t *l)
 
 static uint64_t freed_hash(uint64_t set_hash, unsigned b) { return mix(set_hash, 0x100u + b) | 1; }
 
-static inline mprof_stack_t *entry(shard_t *s, uint32_t n) { return &s->chunk[n / CHUNK_ENTRIES][n % CHUNK_ENTRIES]; }
+static inline mprof_stack_t *entry(shard_t *s, uint32_t n)
+{
+  return &s->chunk[n / CHUNK_ENTRIES][n % CHUNK_ENTRIES];
+}
 
 static inline uint64_t id_of(const mprof_stack_t *e) { return (uint64_t)(uintptr_t)e; }
 

@@ -92,8 +92,8 @@ extern void *__libc_stack_end;     /* ld.so's: the main thread's stack pointer a
  * tests/unwind_probe ("stackuse", x86-64: about 1.0 for fp, 1.9 for table (a sample that compiles a
  * chunk), 2.1 and 5.4 KiB below malloc's caller, the first sample on a thread included) and rounded up
  * by a third or more: doc/design.md, "Stacks".  Elsewhere frames and register sets are larger (aarch64:
- * 97 DWARF registers, a 4.5 KiB ucontext_t), hence twice that for libgcc, table and fp, and libunwind's context and cursor (two copies of each live at once) counted
- * by their sizes: 7040 bytes on x86-64. */
+ * 97 DWARF registers, a 4.5 KiB ucontext_t), hence twice that for libgcc, table and fp, and libunwind's
+ * context and cursor (two copies of each live at once) counted by their sizes: 7040 bytes on x86-64. */
 #if defined(__x86_64__) || defined(__i386__)
 #define NEED_FP        1536
 #define NEED_TABLE     2560
@@ -146,7 +146,7 @@ typedef struct thread_stack_s {
   uintptr_t lo, hi;                /* [lo, hi): this thread's stack; hi == 0: not looked up yet */
   uintptr_t mapped_lo;             /* [mapped_lo, hi) is proven mapped (see stack_lookup) */
   uintptr_t alt_lo, alt_hi;        /* the alternate signal stack the current sample runs on; else 0, 0 */
-  size_t    left;                  /* stack left below mprof_unwind_room() in this sample (SIZE_MAX: unknown) */
+  size_t    left;                  /* stack below mprof_unwind_room() in this sample (SIZE_MAX: unknown) */
   uint32_t  dwarf_samples;         /* samples unwound with libgcc or libunwind, counted up to LIBGCC_FIRST */
   uint32_t  inside;                /* INSIDE_*: in an unwinder now (a signal handler may fork there) */
   unsigned  table_slot;            /* in a table walk: its reader slot + 1 (unwtab.c), else 0 */
@@ -326,7 +326,7 @@ void mprof_unwind_prime(void)
 /* Another thread's lookup (pthread_getattr_np) calls realloc, calloc and free through the C library's
  * lazily bound PLT; the first such call in the process runs the loader's resolver, which saves the whole
  * register file on the stack (1.9 KiB more below a thread's first sample, measured with unwind_probe
- * "stackuse").  When the main thread's lookup no longer calls pthread_getattr_np, this binds them here,
+ * "stackuse").  Where the main thread's lookup does not call pthread_getattr_np, this binds them here,
  * on the starting thread's stack: pthread_attr_setaffinity_np copies the set with the same calls. */
 static void warm_thread_lookup(void)
 {
@@ -475,7 +475,8 @@ bool mprof_unwind_read_bytes(uintptr_t addr, void *out, size_t n)
   struct iovec local = {out, n};
   struct iovec remote = {(void *)addr, n};
   ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-  if (got < 0 && (errno == ENOSYS || errno == EPERM)) __atomic_store_n(&vm_readv_refused, 1, __ATOMIC_RELAXED);
+  if (got < 0 && (errno == ENOSYS || errno == EPERM))
+    __atomic_store_n(&vm_readv_refused, 1, __ATOMIC_RELAXED);
   errno = saved_errno;
   return got == (ssize_t)n;
 }
