@@ -2,7 +2,7 @@
  * aligned_alloc and memalign in turn, alignments 16..4096 (powers of two, smaller ones more often) and
  * sizes 16..8192 bytes.  Every block is checked for its alignment; the output line gives a checksum and
  * the number of misaligned blocks (plain mimalloc 2.0.9 returns some: mimalloc issue #700, see
- * doc/design.md), and the run goes on.
+ * doc/design/mi-api.md), and the run goes on.
  * Usage: aligned [steps]  (default 1000000) */
 #include <malloc.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* test_security.c - no one gets in: secure mode, and the names the library and the command write to
- * (lib/options.c, lib/fsout.c, tools/outfile.c; doc/design.md, "Files and privileges").
+ * (lib/options.c, lib/fsout.c, tools/outfile.c; doc/design/files-and-privileges.md).
  *
  *  - Secure mode, with a real set-user-ID root program (tests/secure_probe, copied into a directory of
  *    its own and made 04755 root) started by nobody through setpriv: every MIMALLOC_PROF_* variable that

@@ -43,7 +43,7 @@ typedef struct tool_stack_s {
 } tool_stack_t;
 void tool_synthetic(const char *path, const tool_stack_t *stacks, size_t n, uint64_t start, const char *file);
 
-/* A synthetic profile of the library's full format (doc/design.md, "Heap profiles"): sample types
+/* A synthetic profile of the library's full format (doc/design/profiles.md): sample types
  * alloc_, inuse_, peak_ objects and space, and with `lifetimes` freed_objects and freed_space (objects =
  * bytes / 1024); labels thread (when not NULL), bytes (when above 0) and, on a sample with freed bytes,
  * lifetime (ns, when not negative); the NULL-terminated comments (NULL: none) and the timeline (NULL:
