@@ -3,7 +3,7 @@
  * socket, and the removal of retained profiles.  dump.c, control.c and retain.c go through here, and
  * nothing else in the library creates, renames or removes a name.
  *
- * The rules, and why (doc/design.md, "Files and privileges"):
+ * The rules, and why (doc/design/files-and-privileges.md):
  *   - A file is created only with O_CREAT | O_EXCL | O_NOFOLLOW (and O_CLOEXEC), under a temporary name
  *     nobody can predict (64 random bits: mprof_random64) in the directory it is meant for, and renamed
  *     into place once complete.  O_EXCL never opens what is there already, a symbolic link included

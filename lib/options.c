@@ -11,7 +11,7 @@
  * path) profile.  If any MIMALLOC_PROF_* variable is set, one fixed warning line says they were ignored:
  * it names no variable and echoes no value, so it tells the caller only what a failed profile would
  * tell them anyway, and glibc has opened descriptors 0-2 on /dev/null if the caller closed them
- * (doc/design.md, "Files and privileges").
+ * (doc/design/files-and-privileges.md).
  */
 #include "internal.h"
 

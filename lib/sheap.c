@@ -62,7 +62,7 @@
 #define STICKY         UINT8_MAX
 /* Free slots keep their pages this long for reuse: 10 ms.  At 100 ms, python3 (bench/py_workload.py)
  * peaked 2.6 MiB above stopped with its sampled blocks freed and refilled faster than that; at 10 ms,
- * +0.6 MiB, for 1.7% more page faults and no measurable wall time (doc/design.md, "Giving memory back"). */
+ * +0.6 MiB, for 1.7% more page faults and no measurable wall time (doc/design/sampled-heap.md). */
 #define MPROF_PURGE_NS ((uint64_t)10 * 1000000)
 #define PURGE_FLOOR    ((size_t)256 * 1024)    /* idle resident memory never worth a purge */
 #define IDLE_MAX       ((size_t)512 * 1024)    /* idle resident memory kept at most: a slot freed beyond
