@@ -4,9 +4,9 @@
  * session is one start..stop; each start or stop publishes a new session word (sampler.c), which every
  * thread picks up within MI_PROF_RECHECK_BYTES of its own allocation.  A stop keeps what the session
  * recorded (its samples, stacks and totals: dumps, visits and stats show them, and frees of its blocks
- * still count) until the next start, or a reset while stopped, discards it (doc/design.md, "The API and sessions").
- * Functions that change the session refuse to run inside an observer callback (EDEADLK): the callback
- * runs in the middle of a sample or free on its thread.
+ * still count) until the next start, or a reset while stopped, discards it (doc/design.md, "The API and
+ * sessions").  Functions that change the session refuse to run inside an observer callback (EDEADLK): the
+ * callback runs in the middle of a sample or free on its thread.
  */
 #include "internal.h"
 

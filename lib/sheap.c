@@ -13,8 +13,9 @@
  *     mimalloc's own heap functions (destroy, visits, ownership) see it as theirs (mi_heap.c).
  * Large blocks are the ones that cost memory: samples of 128 KiB and more are 22-100% of such requests
  * at the default rate, and kept apart from mimalloc they leave holes in its pages that it does not give
- * back (bench/mixed_live.c: a separate heap holds 27 MB while mimalloc shrinks by 15 MB).  A small block in a slot costs a page, as in jemalloc's and tcmalloc's profilers
- * (a sampled small request takes a page of its own there too).
+ * back (bench/mixed_live.c: a separate heap holds 27 MB while mimalloc shrinks by 15 MB).  A small block in a
+ * slot costs a page, as in jemalloc's and tcmalloc's profilers (a sampled small request takes a page of its
+ * own there too).
  *
  * Slots.  An arena chunk (1 MiB) holds slots of one size, one slice or two (a request gets the smaller
  * that holds it); the first is the chunk's header, whose first page describes the others.  A slot

@@ -10,12 +10,12 @@
  *
  * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes the table unwinder where the platform has it
  * (x86-64 and aarch64 with glibc 2.35 or later: MPROF_HAVE_TABLE), else libunwind when the library was
- * built with it, else libgcc (doc/design/unwinding.md has the measurements behind that choice).  The table unwinder
- * loads nothing and takes no lock: a stack it cannot finish (a rule its rows cannot hold) goes to libgcc
- * where priming could load it without loading anything new (libgcc_s already in the process), else keeps
- * the frames found so far.  With libunwind, a thread's first LIBGCC_FIRST samples are unwound by libgcc:
- * libunwind's first unwind on a thread maps and fills a 256 KiB cache, which a thread that samples a few
- * times never pays back (doc/design/unwinding.md).  Not the main thread's: it usually lives long and
+ * built with it, else libgcc (doc/design/unwinding.md has the measurements behind that choice).  The table
+ * unwinder loads nothing and takes no lock: a stack it cannot finish (a rule its rows cannot hold) goes to
+ * libgcc where priming could load it without loading anything new (libgcc_s already in the process), else
+ * keeps the frames found so far.  With libunwind, a thread's first LIBGCC_FIRST samples are unwound by
+ * libgcc: libunwind's first unwind on a thread maps and fills a 256 KiB cache, which a thread that samples a
+ * few times never pays back (doc/design/unwinding.md).  Not the main thread's: it usually lives long and
  * takes most samples (python3's start-up, with all its samples on the main thread, cost 0.8% more
  * instructions with libgcc first).  So libgcc is primed with libunwind too, in every process, threads or
  * not: 94 k instructions once, against 72 k instructions and 64 page faults per sampling thread without
@@ -91,9 +91,10 @@ extern void *__libc_stack_end;     /* ld.so's: the main thread's stack pointer a
  * the unwinder and what runs after it (interning, the sampled-block heap, the record).  Measured with
  * tests/unwind_probe ("stackuse", x86-64: about 1.0 for fp, 1.9 for table (a sample that compiles a
  * chunk), 2.1 and 5.4 KiB below malloc's caller, the first sample on a thread included) and rounded up
- * by a third or more: doc/design/unwinding.md, "Stack budget".  Elsewhere frames and register sets are larger (aarch64:
- * 97 DWARF registers, a 4.5 KiB ucontext_t), hence twice that for libgcc, table and fp, and libunwind's
- * context and cursor (two copies of each live at once) counted by their sizes: 7040 bytes on x86-64. */
+ * by a third or more: doc/design/unwinding.md, "Stack budget".  Elsewhere frames and register sets are larger
+ * (aarch64: 97 DWARF registers, a 4.5 KiB ucontext_t), hence twice that for libgcc, table and fp, and
+ * libunwind's context and cursor (two copies of each live at once) counted by their sizes: 7040 bytes on
+ * x86-64. */
 #if defined(__x86_64__) || defined(__i386__)
 #define NEED_FP        1536
 #define NEED_TABLE     2560
