@@ -58,6 +58,16 @@ int ctl_timeout_option(const char *text)
   return 0;
 }
 
+int ctl_common_option(int c, char *const *argv, const char *usage)
+{
+  if (c == CTL_OPT_TIMEOUT) {
+    int rc = ctl_timeout_option(optarg);
+    return rc != 0 ? rc : -1;
+  }
+  if (c == 'h') return tool_help(usage);
+  return tool_getopt_error(c, argv);
+}
+
 int64_t ctl_timeout_ms(void) { return timeout_ms; }
 
 static int64_t mono_ms(void)

@@ -74,11 +74,8 @@ int cmd_ctl(int argc, char **argv)
     switch (c) {
     case 'o': out = optarg; break;
     case OPT_NOSYM: symbolize = false; break;
-    case CTL_OPT_TIMEOUT:
-      if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
-      break;
-    case 'h': return tool_help(usage);
-    default: return tool_getopt_error(c, argv);
+    default:
+      if ((rc = ctl_common_option(c, argv, usage)) >= 0) return rc;
     }
   }
   pid_t pid;

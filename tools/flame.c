@@ -236,8 +236,7 @@ int cmd_flame(int argc, char **argv)
     else if (c == OPT_TITLE) title = optarg;
     else if ((rc = view_option(&o, c, optarg)) != 0) return rc;
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
   if (out == NULL) return tool_usage_error("no output given (-o OUT.svg)");
   const char *path = argv[optind];
   view_t v;

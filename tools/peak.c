@@ -121,15 +121,7 @@ tl_point_t *timeline_read(const profile_t *p, size_t *n_points, size_t *malforme
 
 const profile_t *heap_header_alone(const profile_t *p, profile_t *h, int64_t **kept)
 {
-  *h = *p;
-  *kept = malloc((p->n_comment + 1) * sizeof **kept);
-  if (*kept == NULL) abort();
-  h->comment = *kept;
-  h->n_comment = 0;
-  for (size_t i = 0; i < p->n_comment; i++) {
-    const char *c = pstr(p, p->comment[i]);
-    if (strncmp(c, peak_prefix, sizeof peak_prefix - 1) != 0) h->comment[h->n_comment++] = p->comment[i];
-  }
+  profile_header_without(p, peak_prefix, h, kept);
   h->mimalloc_prof_timeline = NULL;
   return h;
 }

@@ -168,9 +168,7 @@ int cmd_ps(int argc, char **argv)
   int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-    if (c == 'h') return tool_help(usage);
-    if (c != CTL_OPT_TIMEOUT) return tool_getopt_error(c, argv);
-    if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
+    if ((rc = ctl_common_option(c, argv, usage)) >= 0) return rc;
   }
   if (optind < argc) return tool_usage_error("no arguments expected ('%s')", argv[optind]);
   DIR *d = opendir("/proc");

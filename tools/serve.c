@@ -369,11 +369,8 @@ int cmd_serve(int argc, char **argv)
       if (!serve_allow_host(optarg)) return tool_usage_error("--allow-host: too many names");
       break;
     case OPT_NOSYM: symbolize = false; break;
-    case CTL_OPT_TIMEOUT:
-      if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
-      break;
-    case 'h': return tool_help(usage);
-    default: return tool_getopt_error(c, argv);
+    default:
+      if ((rc = ctl_common_option(c, argv, usage)) >= 0) return rc;
     }
   }
   if (optind == argc) return tool_usage_error("no process ID given");

@@ -240,22 +240,6 @@ static char *reason_key(const object_t *ob)
   return key;
 }
 
-/* p's header without the reasons an earlier run recorded; *kept is malloc'd, for the caller to free once
- * the builder has copied the header. */
-static const profile_t *header_without_reasons(const profile_t *p, profile_t *h, int64_t **kept)
-{
-  *h = *p;
-  *kept = malloc((p->n_comment + 1) * sizeof **kept);
-  if (*kept == NULL) abort();
-  h->comment = *kept;
-  h->n_comment = 0;
-  for (size_t i = 0; i < p->n_comment; i++) {
-    const char *c = pstr(p, p->comment[i]);
-    if (strncmp(c, REASON_PREFIX, sizeof REASON_PREFIX - 1) != 0) h->comment[h->n_comment++] = p->comment[i];
-  }
-  return h;
-}
-
 static int by_string(const void *a, const void *b)
 {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -337,7 +321,7 @@ int symbolize_file(const char *in, const char *out, const sym_opts_t *o)
   object_t *objs = objects_find(p, &of_mapping, &n_objs);
   profile_t h;
   int64_t *kept;
-  pbuild_t *b = pbuild_new(header_without_reasons(p, &h, &kept));
+  pbuild_t *b = pbuild_new(profile_header_without(p, REASON_PREFIX, &h, &kept));   /* reasons written anew */
   free(kept);
   if (b == NULL) {
     free(objs);
@@ -372,7 +356,7 @@ int cmd_symbolize(int argc, char **argv)
                                        {NULL, 0, NULL, 0}};
   const char *out = NULL, *dirs[64];
   sym_opts_t o = {.debug_dirs = dirs};
-  int c;
+  int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
     switch (c) {
@@ -386,7 +370,5 @@ int cmd_symbolize(int argc, char **argv)
     default: return tool_getopt_error(c, argv);
     }
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
-  return symbolize_file(argv[optind], out, &o);
+  return (rc = tool_one_profile(argc, argv, "")) != 0 ? rc : symbolize_file(argv[optind], out, &o);
 }

@@ -276,7 +276,7 @@ int cmd_timeline(int argc, char **argv)
     {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   const char *out = NULL, *title = NULL;
   long width = 0, height = DEFAULT_HEIGHT, sites = 5;
-  int c;
+  int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":o:n:h", opts, NULL)) != -1) {
     switch (c) {
@@ -298,16 +298,14 @@ int cmd_timeline(int argc, char **argv)
     default: return tool_getopt_error(c, argv);
     }
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc)
-    return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
   if (width == 0) {
     int cols = terminal_columns();
     width = DEFAULT_WIDTH;
     if (cols > 0 && cols - MARGIN - 4 < width) width = cols - MARGIN - 4 < 10 ? 10 : cols - MARGIN - 4;
   }
   tl_chart_t chart;
-  int rc = tl_chart_load(&chart, argv[optind], (size_t)sites);
+  rc = tl_chart_load(&chart, argv[optind], (size_t)sites);
   if (rc != 0) return rc;
   if (out != NULL) rc = tl_write_svg(&chart, out, title != NULL ? title : argv[optind]);
   else print_text(&chart, (int)width, (int)height);

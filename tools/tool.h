@@ -53,6 +53,10 @@ int  tool_getopt_error(int c, char *const *argv);
 /* A whole decimal number in min..max (no sign, no suffix); false when it is not one. */
 bool tool_parse_count(const char *text, long min, long max, long *out);
 
+/* The one profile a report reads, at argv[optind]: 0, or the usage error's status when none or more than one
+ * is given (`more`: what the message adds about the extra one, such as "; see diff and merge"). */
+int  tool_one_profile(int argc, char *const *argv, const char *more);
+
 /* Prints a usage text to stdout (--help) and returns 0. */
 int  tool_help(const char *text);
 
@@ -160,6 +164,10 @@ size_t            pindex_mapping_pos(const pindex_t *ix, uint64_t id);
 size_t profile_sample_type(const profile_t *p, const char *name);
 /* "alloc_objects, alloc_space, ..." for messages. */
 const char *profile_sample_types(const profile_t *p, char *buf, size_t len);
+
+/* p's header in *h without the comments that start with `prefix` (*kept: malloc'd, for the caller to free
+ * once a builder has copied the header); returns h. */
+const profile_t *profile_header_without(const profile_t *p, const char *prefix, profile_t *h, int64_t **kept);
 
 /* The file name of a mapping without its directories ("python3.11"). */
 const char *profile_mapping_base(const profile_t *p, const mapping_t *m);
@@ -557,6 +565,10 @@ int  ctl_socket_path(pid_t pid, char *out, size_t len, char *why, size_t why_len
 #define CTL_OPT_TIMEOUT        0x180
 #define CTL_TIMEOUT_LONG_OPTION {"timeout", required_argument, NULL, CTL_OPT_TIMEOUT}
 int     ctl_timeout_option(const char *text);
+/* The options that ctl, ps and serve take after their own: --timeout, -h/--help (prints `usage`), and
+ * getopt_long's '?' and ':'.  -1 when parsing goes on (a valid --timeout), else the exit status to return
+ * now (0 after --help, 2 after a usage error). */
+int     ctl_common_option(int c, char *const *argv, const char *usage);
 int64_t ctl_timeout_ms(void);
 
 /* One request ("stats", "start 65536", ...) and its reply; 0 (whatever the status), or -1 with a message

@@ -354,8 +354,7 @@ int cmd_top(int argc, char **argv)
   if (by != NULL && temporary != 0) return tool_usage_error("--by and --temporary exclude each other");
   if (temporary != 0 && o.sample_index != NULL)
     return tool_usage_error("--temporary shows freed_space by lifetime: -s does not apply");
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many; see diff and merge)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "; see diff and merge")) != 0) return rc;
   const char *path = argv[optind];
   char err[512], title[512];
   pid_t pid;

@@ -129,8 +129,7 @@ int cmd_tree(int argc, char **argv)
       return rc;
     }
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
   const char *path = argv[optind];
   char total[32];
   view_t v;
