@@ -119,10 +119,11 @@ static bool frame(layout_t *l, uint32_t id, double x, unsigned depth)
   int y = TOP + (int)depth * FRAME_H;
   fputs("<g class=\"f\" data-n=\"", l->f);
   xml(l->f, name);
-  fprintf(l->f, "\" data-v=\"%lld\" data-x=\"%.12g\" data-w=\"%.12g\" data-d=\"%u\"><title>", (long long)n->value, x, w,
-          depth);
+  fprintf(l->f, "\" data-v=\"%lld\" data-x=\"%.12g\" data-w=\"%.12g\" data-d=\"%u\"><title>",
+          (long long)n->value, x, w, depth);
   xml(l->f, name);
-  fprintf(l->f, ": %s (%.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>",
+  fprintf(l->f, ": %s (%.2f%%)</title>"
+          "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>",
           view_value(l->v, n->value, amount, sizeof amount), 100 * w, px, y, pw, FRAME_H - 1, fill);
   fprintf(l->f, "<text x=\"%.2f\" y=\"%d\">", px + 3, y + FRAME_H - 5);
   label(l->f, name, pw);
@@ -203,7 +204,8 @@ static void write_svg(FILE *f, const view_t *v, const ctree_t *t, const char *ti
              "<text id=\"title\" x=\"%d\" y=\"24\" text-anchor=\"middle\">", WIDTH / 2);
   xml(f, title);
   fprintf(f, " (%s)</text>\n", view_value(v, v->total, total, sizeof total));
-  fprintf(f, "<text id=\"reset\" class=\"button\" x=\"%d\" y=\"24\" style=\"visibility: hidden\">Reset zoom</text>\n"
+  fprintf(f, "<text id=\"reset\" class=\"button\" x=\"%d\" y=\"24\" style=\"visibility: hidden\">"
+             "Reset zoom</text>\n"
              "<text id=\"search\" class=\"button\" x=\"%d\" y=\"24\" text-anchor=\"end\">Search</text>\n"
              "<text id=\"details\" x=\"%d\" y=\"%d\">Point at a frame for details; click to zoom; "
              "Search or Ctrl-F to find frames.</text>\n"

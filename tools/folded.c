@@ -85,7 +85,8 @@ int cmd_folded(int argc, char **argv)
   for (size_t i = 0; i < v.n_stacks;) {
     int64_t value = 0;
     size_t j = i;
-    for (; j < v.n_stacks && same_frames(&v.stacks[i], &v.stacks[j]); j++) value = tool_add(value, v.stacks[j].value);
+    for (; j < v.n_stacks && same_frames(&v.stacks[i], &v.stacks[j]); j++)
+      value = tool_add(value, v.stacks[j].value);
     if (value > 0 && v.stacks[i].depth > 0) {
       for (uint32_t k = v.stacks[i].depth; k-- > 0;) {
         put_name(v.names[v.stacks[i].frames[k]]);

@@ -9,9 +9,9 @@
  *       duration_nanos ends at TIME_NS rather than at time_nanos;
  *   the Profile field mimalloc_prof_timeline (ours, number 10000): points of (time, estimated bytes in
  *       use, estimated bytes allocated), start_nanos (CLOCK_REALTIME) plus offset_nanos[i], in time order.
- * A profile without them (from an older library, or another program) has no peak time and no timeline;
- * the peak is then the sum of its peak_space values, when it has that sample type.  Both come from the
- * file and are read as untrusted: a malformed peak comment is ignored, and so are timeline points whose
+ * A profile without them (another program's, or one whose writer kept no timeline) has no peak time and no
+ * timeline; the peak is then the sum of its peak_space values, when it has that sample type.  Both come from
+ * the file and are read as untrusted: a malformed peak comment is ignored, and so are timeline points whose
  * arrays do not line up or whose time does not fit.
  */
 #include "tool.h"

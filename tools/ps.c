@@ -11,9 +11,9 @@
  * library) are removed: those of the processes looked at, and then each PID.sock whose process is gone in
  * the directories of those processes' sockets and in our user's default control directory.  A socket is
  * left behind when connecting finds nobody listening and no socket of the system is bound to that name
- * (/proc/net/unix: a process between bind and listen refuses connections too).  Only a socket owned by our effective user, in a directory of ours that others cannot
- * write, is removed, by unlinkat(2) of that one name, never through a link (the library's rules,
- * lib/fsout.c).
+ * (/proc/net/unix: a process between bind and listen refuses connections too).  Only a socket owned by
+ * our effective user, in a directory of ours that others cannot write, is removed, by unlinkat(2) of that
+ * one name, never through a link (the library's rules, lib/fsout.c).
  */
 #include "tool.h"
 

@@ -94,8 +94,9 @@ static size_t symbolize_location(pbuild_t *b, object_t *ob, const mapping_t *m, 
   if (ob->obj == NULL || !sym_obj_addr(ob->obj, m, l->address, &addr)) return 0;
   size_t n = sym_obj_lookup(ob->obj, addr, frames, MAX_FRAMES);
   for (size_t i = 0; i < n; i++) {
-    lines[i].function_id = pb_function(b, frames[i].name, frames[i].system_name, frames[i].decl_file[0] ? frames[i].decl_file : frames[i].file,
-                                       frames[i].decl_line);
+    const char *decl_file = frames[i].decl_file[0] ? frames[i].decl_file : frames[i].file;
+    lines[i].function_id =
+      pb_function(b, frames[i].name, frames[i].system_name, decl_file, frames[i].decl_line);
     lines[i].line = frames[i].line;
   }
   sym_frames_free(frames, n);
@@ -119,7 +120,8 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
 {
   pindex_t ix;
   pindex_init(&ix, p);
-  uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new), *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
+  uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new);
+  uint64_t *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
   uint64_t *fn_new = calloc(p->n_function + 1, sizeof *fn_new);
   if (map_new == NULL || loc_new == NULL || fn_new == NULL) abort();
   for (size_t i = 0; i < p->n_mapping; i++) {
@@ -296,8 +298,9 @@ static void print_report(const char *path, const report_t *r, const object_t *ob
   size_t unnamed = r->locations - r->named - r->kept;
   char a[32], b[32], c[32];
   tool_note("%s: %s of %s locations named (%s with inlined frames)%s", path,
-            tool_count((int64_t)(r->named + r->kept), a, sizeof a), tool_count((int64_t)r->locations, b, sizeof b),
-            tool_count((int64_t)r->inlined, c, sizeof c), unnamed ? "; unnamed:" : "");
+            tool_count((int64_t)(r->named + r->kept), a, sizeof a),
+            tool_count((int64_t)r->locations, b, sizeof b), tool_count((int64_t)r->inlined, c, sizeof c),
+            unnamed ? "; unnamed:" : "");
   for (size_t i = 0; i < n_objs; i++) {
     const object_t *ob = &objs[i];
     char reason[1024];

@@ -246,8 +246,8 @@ static void print_text(const tl_chart_t *c, int w, int h)
   if (c->totals.has_alloc) printf("; %s allocated", tool_bytes(c->totals.alloc_bytes, b, sizeof b));
   printf("\n");
   if (pk->inuse != c->peak_bytes)
-    printf("(the timeline reads %s there: the peak is estimated with other samples, unbiased by the choice)\n",
-           tool_bytes(pk->inuse, e, sizeof e));
+    printf("(the timeline reads %s there: the peak is estimated with other samples, "
+           "unbiased by the choice)\n", tool_bytes(pk->inuse, e, sizeof e));
   printf("(time since the timeline's first point, %s before the profile was written)\n",
          c->p->time_nanos > c->t0 ? tool_duration(c->p->time_nanos - c->t0, t, sizeof t) : "0 ns");
   if (c->has_peak_view && c->peak_view.total > 0) {

@@ -129,10 +129,10 @@ int tool_out_close(tool_out_t *o, const char *path, bool ok);
 
 /* Hashing for the tables that intern a profile's parts (pbuild.c, view.c, calltree.c): keyed with a
  * random number drawn once per process, so that no profile can be made to put its parts into one bucket
- * (with a fixed hash that keeps few bits, 2 KB of repeated frames make `tree` quadratic).  tool_hash mixes v into h
- * (start with tool_hash_key()); every bit of the result depends on every bit of h and v, so a table of a
- * power-of-two size takes hash & (size - 1).  A value hashes alike within one process only: nothing a
- * command prints depends on hashes. */
+ * (with a fixed hash that keeps few bits, 2 KB of repeated frames make `tree` quadratic).  tool_hash
+ * mixes v into h (start with tool_hash_key()); every bit of the result depends on every bit of h and v,
+ * so a table of a power-of-two size takes hash & (size - 1).  A value hashes alike within one process
+ * only: nothing a command prints depends on hashes. */
 uint64_t tool_hash_key(void);
 uint64_t tool_hash_str(const char *s);
 static inline uint64_t tool_hash(uint64_t h, uint64_t v)
@@ -196,13 +196,15 @@ void      pbuild_free(pbuild_t *b);
 bool      pbuild_failed(const pbuild_t *b);   /* an allocation failed somewhere */
 
 int64_t  pb_string(pbuild_t *b, const char *s);
-uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, const char *file, int64_t start_line);
+uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, const char *file,
+                     int64_t start_line);
 /* A mapping; one already there for the same file (build ID, file name, offset and size) is reused, and
  * *delta says how far this one's addresses must move to land in it. */
 uint64_t pb_mapping(pbuild_t *b, const profile_t *p, const mapping_t *m, int64_t *delta);
 /* Sets the has_* flags of a mapping the builder made. */
 void     pb_mapping_flags(pbuild_t *b, uint64_t id, bool functions, bool filenames, bool lines, bool inlines);
-uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines, size_t n_lines);
+uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines,
+                     size_t n_lines);
 /* The builder's function for function `id` of `p` (0 when p has none), copied once: copied[] (one per
  * function of p, zeroed) remembers each copy, so a function named by many lines costs one lookup of its
  * strings (a hostile profile names one long-named function a million times). */

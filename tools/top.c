@@ -68,7 +68,8 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   char total[32], all[32], period[32], type[256], a[32], b[32], c[32], when[32];
   printf("%s: %s, %s in %zu stacks", path, tool_escaped(v->type, type, sizeof type),
          view_value(v, v->total, total, sizeof total), v->n_stacks);
-  if (v->p->period > 0) printf(" (one sample per %s allocated on average)", tool_bytes(v->p->period, period, sizeof period));
+  if (v->p->period > 0)
+    printf(" (one sample per %s allocated on average)", tool_bytes(v->p->period, period, sizeof period));
   printf("\n");
   if (o->has_focus || o->has_ignore || o->n_tags != 0)
     printf("%s kept %.1f%% of %s\n", o->n_tags == 0 ? "--focus/--ignore" : "--focus/--ignore/--tag",
