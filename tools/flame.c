@@ -35,16 +35,7 @@ static const char usage[] =
 
 static void xml(FILE *f, const char *s)
 {
-  for (; *s; s++) {
-    switch (*s) {
-    case '&': fputs("&amp;", f); break;
-    case '<': fputs("&lt;", f); break;
-    case '>': fputs("&gt;", f); break;
-    case '"': fputs("&quot;", f); break;
-    default:
-      if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
-    }
-  }
+  for (; *s; s++) tool_xml_byte(f, (unsigned char)*s);
 }
 
 /* The label of a frame pw pixels wide, as flame.js fits it (a 12px monospace character is 7.2 pixels, 3
