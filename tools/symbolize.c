@@ -373,5 +373,6 @@ int cmd_symbolize(int argc, char **argv)
     default: return tool_getopt_error(c, argv);
     }
   }
-  return (rc = tool_one_profile(argc, argv, "")) != 0 ? rc : symbolize_file(argv[optind], out, &o);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
+  return symbolize_file(argv[optind], out, &o);
 }

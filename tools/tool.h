@@ -91,7 +91,7 @@ const char *tool_escaped(const char *s, char *buf, size_t len);
 /* The same written to f, whatever its length. */
 void        tool_write_escaped(FILE *f, const void *text, size_t len, bool newlines);
 /* One byte of text for XML (the SVG pictures): & < > " ' as entities, a control character other than tab
- * left out (XML 1.0 allows none), any other byte as it is. */
+ * left out (XML 1.0 forbids most; a label is one line), any other byte as it is. */
 void        tool_xml_byte(FILE *f, unsigned char c);
 
 /* ---------------------------------------------------------------------------------------------------
