@@ -12,9 +12,10 @@
  * compared in time that depends on the token's length only), or when it comes from a process of our
  * own effective user on this machine: the kernel's socket table (NETLINK_SOCK_DIAG, the exact lookup of
  * ss(8), or /proc/net/tcp where netlink is refused) gives the owner of the connection's other end when
- * that end is a socket here, in this network namespace; for a client elsewhere it has none.  Root is no exception: a proxy or port forwarder that
- * root runs makes every client behind it root's.  A token file must be ours (or root's), a
- * regular file, and closed to group and others: a token others can read is no access rule.
+ * that end is a socket here, in this network namespace; for a client elsewhere it has none.  Root is no
+ * exception: a proxy or port forwarder that root runs makes every client behind it root's.  A token file
+ * must be ours (or root's), a regular file, and closed to group and others: a token others can read is no
+ * access rule.
  *
  * Connections.  libmicrohttpd keeps at most SERVE_CONNECTIONS_MAX; of these a client other than our own
  * user may hold SERVE_PER_CLIENT (a client: a user of this machine, else an IPv4 address or an IPv6 /64,

@@ -57,8 +57,10 @@ static ctree_t *sort_tree;
 
 static int by_value(const void *a, const void *b)
 {
-  const ctree_node_t *x = &sort_tree->nodes[*(const uint32_t *)a], *y = &sort_tree->nodes[*(const uint32_t *)b];
-  int64_t vx = x->value < 0 ? tool_neg(x->value) : x->value, vy = y->value < 0 ? tool_neg(y->value) : y->value;
+  const ctree_node_t *x = &sort_tree->nodes[*(const uint32_t *)a];
+  const ctree_node_t *y = &sort_tree->nodes[*(const uint32_t *)b];
+  int64_t vx = x->value < 0 ? tool_neg(x->value) : x->value;
+  int64_t vy = y->value < 0 ? tool_neg(y->value) : y->value;
   if (vx != vy) return vx < vy ? 1 : -1;
   return x->name < y->name ? -1 : x->name > y->name;
 }

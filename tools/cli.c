@@ -71,6 +71,14 @@ bool tool_parse_count(const char *text, long min, long max, long *out)
   return true;
 }
 
+int tool_one_profile(int argc, char *const *argv, const char *more)
+{
+  if (optind == argc) return tool_usage_error("no profile given");
+  if (optind + 1 < argc)
+    return tool_usage_error("one profile at a time ('%s' is one too many%s)", argv[optind + 1], more);
+  return 0;
+}
+
 int tool_help(const char *text)
 {
   fputs(text, stdout);

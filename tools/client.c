@@ -58,6 +58,16 @@ int ctl_timeout_option(const char *text)
   return 0;
 }
 
+int ctl_common_option(int c, char *const *argv, const char *usage)
+{
+  if (c == CTL_OPT_TIMEOUT) {
+    int rc = ctl_timeout_option(optarg);
+    return rc != 0 ? rc : -1;
+  }
+  if (c == 'h') return tool_help(usage);
+  return tool_getopt_error(c, argv);
+}
+
 int64_t ctl_timeout_ms(void) { return timeout_ms; }
 
 static int64_t mono_ms(void)
@@ -145,14 +155,16 @@ int ctl_socket_path(pid_t pid, char *out, size_t len, char *why, size_t why_len)
     int ok = control != NULL ? mprof_option_parse("MIMALLOC_PROF_CONTROL", control, &v, bad, sizeof bad) : 0;
     if (control == NULL || ok != 1 || v == 0) {
       char shown[256];
-      if (control == NULL) snprintf(why, why_len, "process %d was not started with MIMALLOC_PROF_CONTROL", (int)pid);
+      if (control == NULL)
+        snprintf(why, why_len, "process %d was not started with MIMALLOC_PROF_CONTROL", (int)pid);
       else snprintf(why, why_len, "process %d has MIMALLOC_PROF_CONTROL=\"%s\": no control socket", (int)pid,
                     tool_escaped(control, shown, sizeof shown));
       free(env);
       return -1;
     }
-    bool found = mprof_control_dir(v > 1 ? (const char *)(uintptr_t)v : NULL, env_value(env, env_len, "XDG_RUNTIME_DIR"),
-                                   (unsigned)uid, dir, sizeof dir) &&
+    const char *given = v > 1 ? (const char *)(uintptr_t)v : NULL;
+    const char *xdg = env_value(env, env_len, "XDG_RUNTIME_DIR");
+    bool found = mprof_control_dir(given, xdg, (unsigned)uid, dir, sizeof dir) &&
                  mprof_control_socket(dir, (int)pid, out, len);
     free(env);
     if (!found) snprintf(why, why_len, "process %d: its control socket's path is too long", (int)pid);
@@ -163,11 +175,12 @@ int ctl_socket_path(pid_t pid, char *out, size_t len, char *why, size_t why_len)
   snprintf(run, sizeof run, "/run/user/%ld", uid);
   const char *const tries[] = {run, NULL};
   for (size_t i = 0; i < 2; i++) {
-    if (mprof_control_dir(NULL, tries[i], (unsigned)uid, dir, sizeof dir) && mprof_control_socket(dir, (int)pid, out, len) &&
-        stat(out, &st) == 0)
+    if (mprof_control_dir(NULL, tries[i], (unsigned)uid, dir, sizeof dir) &&
+        mprof_control_socket(dir, (int)pid, out, len) && stat(out, &st) == 0)
       return 0;
   }
-  snprintf(why, why_len, "cannot read the environment of process %d (%s), and it has no socket in the default places",
+  snprintf(why, why_len,
+           "cannot read the environment of process %d (%s), and it has no socket in the default places",
            (int)pid, strerror(errno == 0 ? EACCES : errno));
   return -1;
 }
@@ -345,8 +358,8 @@ int ctl_request(pid_t pid, const char *request, ctl_reply_t *reply, char *err, s
   if (fd < 0) return -1;
   size_t n = strnlen(request, MPROF_CONTROL_MAX_REQUEST), len = 0;
   unsigned char frame[4 + MPROF_CONTROL_MAX_REQUEST];
-  frame[0] = (unsigned char)(n >> 24), frame[1] = (unsigned char)(n >> 16), frame[2] = (unsigned char)(n >> 8);
-  frame[3] = (unsigned char)n;
+  frame[0] = (unsigned char)(n >> 24), frame[1] = (unsigned char)(n >> 16);
+  frame[2] = (unsigned char)(n >> 8), frame[3] = (unsigned char)n;
   memcpy(frame + 4, request, n);
   int phase = 0;                                  /* waiting for: 0 room to send, 1 the length, 2 the text */
   io_t r = send_all(fd, frame, 4 + n, deadline);
@@ -442,7 +455,8 @@ int ctl_dump_file(pid_t pid, const char *path, bool symbolize, char *err, size_t
   ctl_reply_free(&r);
   if (rc == 0 && symbolize) {
     sym_opts_t so = {.quiet = true};
-    if (symbolize_file(path, NULL, &so) != 0) tool_note("the profile of process %d keeps its raw addresses", (int)pid);
+    if (symbolize_file(path, NULL, &so) != 0)
+      tool_note("the profile of process %d keeps its raw addresses", (int)pid);
   }
   return rc;
 }

@@ -54,9 +54,9 @@ static void print_stopped(pid_t pid, const ctl_reply_t *r)
   ctl_reply_number(r, "kept_alloc_bytes", &alloc);
   char a[32], b[32], c[32], d[32];
   printf("process %d: sampling stopped; kept %s live samples (%s in use) and %s samples (%s allocated): "
-         "dumps\n  show them until the next start or reset\n", (int)pid, tool_count((int64_t)live, a, sizeof a),
-         tool_bytes((int64_t)inuse, b, sizeof b), tool_count((int64_t)samples, c, sizeof c),
-         tool_bytes((int64_t)alloc, d, sizeof d));
+         "dumps\n  show them until the next start or reset\n", (int)pid,
+         tool_count((int64_t)live, a, sizeof a), tool_bytes((int64_t)inuse, b, sizeof b),
+         tool_count((int64_t)samples, c, sizeof c), tool_bytes((int64_t)alloc, d, sizeof d));
 }
 
 int cmd_ctl(int argc, char **argv)
@@ -74,11 +74,8 @@ int cmd_ctl(int argc, char **argv)
     switch (c) {
     case 'o': out = optarg; break;
     case OPT_NOSYM: symbolize = false; break;
-    case CTL_OPT_TIMEOUT:
-      if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
-      break;
-    case 'h': return tool_help(usage);
-    default: return tool_getopt_error(c, argv);
+    default:
+      if ((rc = ctl_common_option(c, argv, usage)) >= 0) return rc;
     }
   }
   pid_t pid;
@@ -87,7 +84,8 @@ int cmd_ctl(int argc, char **argv)
   if (optind + 1 == argc) return tool_usage_error("no request given (start, stop, reset, stats or dump)");
   const char *what = argv[optind + 1], *rate = optind + 2 < argc ? argv[optind + 2] : NULL;
   bool is_start = strcmp(what, "start") == 0, is_dump = strcmp(what, "dump") == 0;
-  if (!is_start && !is_dump && strcmp(what, "stop") != 0 && strcmp(what, "reset") != 0 && strcmp(what, "stats") != 0)
+  if (!is_start && !is_dump && strcmp(what, "stop") != 0 && strcmp(what, "reset") != 0 &&
+      strcmp(what, "stats") != 0)
     return tool_usage_error("unknown request '%s' (start, stop, reset, stats or dump)", what);
   if (optind + 2 + (is_start ? 1 : 0) < argc)
     return tool_usage_error("'%s' is one argument too many", argv[optind + 2 + (is_start ? 1 : 0)]);

@@ -87,7 +87,8 @@ static void print_diff(const view_t *v, const view_opts_t *o, const profile_t *b
   char a[32], b[32], d[32];
   int64_t tb = type_total(base, v->type), tn = type_total(new, v->type);
   printf("%s: %s (BASE) -> %s (NEW), change %s%s\n", v->type, view_value(v, tb, a, sizeof a),
-         view_value(v, tn, b, sizeof b), tn >= tb ? "+" : "", view_value(v, tool_add(tn, tool_neg(tb)), d, sizeof d));
+         view_value(v, tn, b, sizeof b), tn >= tb ? "+" : "",
+         view_value(v, tool_add(tn, tool_neg(tb)), d, sizeof d));
   size_t n;
   view_site_t *sites = view_sites(v, &n);
   sort_cum = o->sort_cum;

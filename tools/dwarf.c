@@ -269,9 +269,12 @@ static int find_debug_file(Dwfl_Module *mod, const char *file_name, const char *
     int dir_len = (int)(slash - file_name);
     char *dirs = strdup(debuginfo_path), *rest = dirs, *d;
     while (fd < 0 && rest != NULL && (d = strsep(&rest, ":")) != NULL) {
-      if (d[0] == '\0') snprintf(path, sizeof path, "%.*s/%s", dir_len, file_name, debuglink);   /* beside it */
-      else if (d[0] != '/') snprintf(path, sizeof path, "%.*s/%s/%s", dir_len, file_name, d, debuglink);
-      else if (file_name[0] == '/') snprintf(path, sizeof path, "%s%.*s/%s", d, dir_len, file_name, debuglink);
+      if (d[0] == '\0')
+        snprintf(path, sizeof path, "%.*s/%s", dir_len, file_name, debuglink);   /* beside it */
+      else if (d[0] != '/')
+        snprintf(path, sizeof path, "%.*s/%s/%s", dir_len, file_name, d, debuglink);
+      else if (file_name[0] == '/')
+        snprintf(path, sizeof path, "%s%.*s/%s", d, dir_len, file_name, debuglink);
       else continue;
       if ((fd = open_regular(path, NULL)) >= 0 && !debug_file_matches(mod, fd, crc)) {
         close(fd);
@@ -301,8 +304,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
   GElf_Word crc = 0;
   const char *link = elf != NULL ? dwelf_elf_gnu_debuglink(elf, &crc) : NULL;
   if (debuglink_file != NULL && (link == NULL || strcmp(link, debuglink_file) != 0 || crc != debuglink_crc))
-    return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
-                                        debuginfo_file_name);
+    return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                        debuglink_crc, debuginfo_file_name);
   return find_debug_file(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
 }
 

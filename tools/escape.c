@@ -12,6 +12,9 @@
  *   bytes that are not UTF-8    \xHH (overlong forms and surrogates included: some terminals decode them)
  * Printable ASCII, the backslash included, and valid UTF-8 text stay as they are: the escapes are for
  * the reader's safety, not a reversible encoding, and escaping text twice changes nothing.
+ *
+ * Text written into the SVG pictures (flame, timeline) goes through tool_xml_byte: markup characters as
+ * entities, so a name cannot close an element or an attribute.
  */
 #include "tool.h"
 
@@ -103,4 +106,17 @@ void tool_write_escaped(FILE *f, const void *text, size_t len, bool newlines)
   char unit[ESCAPE_MAX];
   for (size_t i = 0, used; i < len; i += used)
     fwrite(unit, 1, escape_one(p + i, len - i, newlines, unit, &used), f);
+}
+
+void tool_xml_byte(FILE *f, unsigned char c)
+{
+  switch (c) {
+  case '&': fputs("&amp;", f); break;
+  case '<': fputs("&lt;", f); break;
+  case '>': fputs("&gt;", f); break;
+  case '"': fputs("&quot;", f); break;
+  case '\'': fputs("&apos;", f); break;
+  default:
+    if (c >= 0x20 || c == '\t') fputc(c, f);
+  }
 }

@@ -35,16 +35,7 @@ static const char usage[] =
 
 static void xml(FILE *f, const char *s)
 {
-  for (; *s; s++) {
-    switch (*s) {
-    case '&': fputs("&amp;", f); break;
-    case '<': fputs("&lt;", f); break;
-    case '>': fputs("&gt;", f); break;
-    case '"': fputs("&quot;", f); break;
-    default:
-      if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
-    }
-  }
+  for (; *s; s++) tool_xml_byte(f, (unsigned char)*s);
 }
 
 /* The label of a frame pw pixels wide, as flame.js fits it (a 12px monospace character is 7.2 pixels, 3
@@ -119,10 +110,11 @@ static bool frame(layout_t *l, uint32_t id, double x, unsigned depth)
   int y = TOP + (int)depth * FRAME_H;
   fputs("<g class=\"f\" data-n=\"", l->f);
   xml(l->f, name);
-  fprintf(l->f, "\" data-v=\"%lld\" data-x=\"%.12g\" data-w=\"%.12g\" data-d=\"%u\"><title>", (long long)n->value, x, w,
-          depth);
+  fprintf(l->f, "\" data-v=\"%lld\" data-x=\"%.12g\" data-w=\"%.12g\" data-d=\"%u\"><title>",
+          (long long)n->value, x, w, depth);
   xml(l->f, name);
-  fprintf(l->f, ": %s (%.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>",
+  fprintf(l->f, ": %s (%.2f%%)</title>"
+          "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>",
           view_value(l->v, n->value, amount, sizeof amount), 100 * w, px, y, pw, FRAME_H - 1, fill);
   fprintf(l->f, "<text x=\"%.2f\" y=\"%d\">", px + 3, y + FRAME_H - 5);
   label(l->f, name, pw);
@@ -203,7 +195,8 @@ static void write_svg(FILE *f, const view_t *v, const ctree_t *t, const char *ti
              "<text id=\"title\" x=\"%d\" y=\"24\" text-anchor=\"middle\">", WIDTH / 2);
   xml(f, title);
   fprintf(f, " (%s)</text>\n", view_value(v, v->total, total, sizeof total));
-  fprintf(f, "<text id=\"reset\" class=\"button\" x=\"%d\" y=\"24\" style=\"visibility: hidden\">Reset zoom</text>\n"
+  fprintf(f, "<text id=\"reset\" class=\"button\" x=\"%d\" y=\"24\" style=\"visibility: hidden\">"
+             "Reset zoom</text>\n"
              "<text id=\"search\" class=\"button\" x=\"%d\" y=\"24\" text-anchor=\"end\">Search</text>\n"
              "<text id=\"details\" x=\"%d\" y=\"%d\">Point at a frame for details; click to zoom; "
              "Search or Ctrl-F to find frames.</text>\n"
@@ -236,8 +229,7 @@ int cmd_flame(int argc, char **argv)
     else if (c == OPT_TITLE) title = optarg;
     else if ((rc = view_option(&o, c, optarg)) != 0) return rc;
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
   if (out == NULL) return tool_usage_error("no output given (-o OUT.svg)");
   const char *path = argv[optind];
   view_t v;

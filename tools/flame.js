@@ -11,8 +11,9 @@
   const details = document.getElementById("details"), matched = document.getElementById("matched");
   const reset = document.getElementById("reset");
   const frames = Array.from(document.querySelectorAll("g.f")).map(function (g) {
-    return {g: g, rect: g.querySelector("rect"), text: g.querySelector("text"), name: g.getAttribute("data-n"),
-            v: +g.getAttribute("data-v"), x: +g.getAttribute("data-x"), w: +g.getAttribute("data-w"),
+    return {g: g, rect: g.querySelector("rect"), text: g.querySelector("text"),
+            name: g.getAttribute("data-n"), v: +g.getAttribute("data-v"), x: +g.getAttribute("data-x"),
+            w: +g.getAttribute("data-w"),
             d: +g.getAttribute("data-d"), fill: g.querySelector("rect").getAttribute("fill")};
   });
   const hint = details.textContent;
@@ -79,15 +80,19 @@
       covered += f.x + f.w - Math.max(f.x, end);
       end = f.x + f.w;
     }
-    matched.textContent = "Matched: " + (100 * covered).toFixed(1) + "% (" + amount(Math.round(covered * total)) +
-      "), " + hits.length + " frames";
+    matched.textContent = "Matched: " + (100 * covered).toFixed(1) + "% (" +
+      amount(Math.round(covered * total)) + "), " + hits.length + " frames";
   }
 
   function ask() {
     const text = window.prompt("Search frames (regular expression)", pattern ? pattern.source : "");
     if (text === null) return;
     if (text === "") { search(null); return; }
-    try { search(new RegExp(text)); } catch (e) { matched.textContent = "Not a regular expression: " + e.message; }
+    try {
+      search(new RegExp(text));
+    } catch (e) {
+      matched.textContent = "Not a regular expression: " + e.message;
+    }
   }
 
   for (const f of frames) {

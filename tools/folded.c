@@ -75,8 +75,7 @@ int cmd_folded(int argc, char **argv)
     if (c == '?' || c == ':') return tool_getopt_error(c, argv);
     if ((rc = view_option(&o, c, optarg)) != 0) return rc;
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
   view_t v;
   if ((rc = view_open(&v, argv[optind], &o)) != 0) {
     view_opts_free(&o);
@@ -86,7 +85,8 @@ int cmd_folded(int argc, char **argv)
   for (size_t i = 0; i < v.n_stacks;) {
     int64_t value = 0;
     size_t j = i;
-    for (; j < v.n_stacks && same_frames(&v.stacks[i], &v.stacks[j]); j++) value = tool_add(value, v.stacks[j].value);
+    for (; j < v.n_stacks && same_frames(&v.stacks[i], &v.stacks[j]); j++)
+      value = tool_add(value, v.stacks[j].value);
     if (value > 0 && v.stacks[i].depth > 0) {
       for (uint32_t k = v.stacks[i].depth; k-- > 0;) {
         put_name(v.names[v.stacks[i].frames[k]]);

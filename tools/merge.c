@@ -13,8 +13,8 @@ static const char usage[] =
 
 int cmd_merge(int argc, char **argv)
 {
-  static const struct option opts[] = {{"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
+                                       {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   const char *out = NULL;
   int c;
   optind = 1;

@@ -7,12 +7,12 @@
  * failed write leaves the old file, and what is replaced is the name, never what a link there points to.
  *
  * Anything else that exists (/dev/null, /dev/stdout, a FIFO, a terminal) is opened and written in place:
- * renaming over it would replace the device with a regular file (`-o /dev/null` run as root did exactly
- * that).  It must belong to us or to root, and a symbolic link at the path is followed to it only when
- * the link belongs to us or to root (/dev/stdout is root's, /proc/self/fd/1 ours): a link or FIFO that
- * another user planted where the command is told to write (a shared directory) would otherwise make it
- * write into whatever that user chose, a device of root's when the command runs as root.  Those are
- * refused with EPERM, and so is an object that changed between the check and the open.
+ * renaming over it would replace the device with a regular file (as root, `-o /dev/null` would make /dev/null
+ * a regular file for every program).  It must belong to us or to root, and a symbolic link at the path is
+ * followed to it only when the link belongs to us or to root (/dev/stdout is root's, /proc/self/fd/1 ours): a
+ * link or FIFO that another user planted where the command is told to write (a shared directory) would
+ * otherwise make it write into whatever that user chose, a device of root's when the command runs as
+ * root.  Those are refused with EPERM, and so is an object that changed between the check and the open.
  */
 #define _GNU_SOURCE
 #include "tool.h"

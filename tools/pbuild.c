@@ -89,7 +89,8 @@ static bool htab_reserve(pbuild_t *b, htab_t *h, size_t n)
   return true;
 }
 
-/* The entry x_ with this hash for which entry_eq (an expression of x_) holds, or SIZE_MAX with *pos the free slot to use. */
+/* The entry x_ with this hash for which entry_eq (an expression of x_) holds, or SIZE_MAX with *pos the
+ * free slot to use. */
 #define HTAB_FIND(h, hv, entry_eq, pos)                                                                     \
   ({                                                                                                        \
     size_t found_ = SIZE_MAX, i_ = (size_t)(hv) & ((h)->cap - 1);                                           \
@@ -135,7 +136,8 @@ int64_t pb_string(pbuild_t *b, const char *s)
   return (int64_t)b->n_strings++;
 }
 
-uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, const char *file, int64_t start_line)
+uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, const char *file,
+                     int64_t start_line)
 {
   int64_t n = pb_string(b, name), sn = pb_string(b, system_name ? system_name : name), f = pb_string(b, file);
   if (!grow(b, &b->functions, &b->cap_functions, b->n_functions) ||
@@ -166,12 +168,14 @@ uint64_t pb_mapping(pbuild_t *b, const profile_t *p, const mapping_t *m, int64_t
   int64_t file = pb_string(b, pstr(p, m->filename)), bid = pb_string(b, pstr(p, m->build_id));
   uint64_t size = m->memory_limit - m->memory_start;
   *delta = 0;
-  if (!grow(b, &b->mappings, &b->cap_mappings, b->n_mappings) || !htab_reserve(b, &b->mapping_ix, b->n_mappings))
+  if (!grow(b, &b->mappings, &b->cap_mappings, b->n_mappings) ||
+      !htab_reserve(b, &b->mapping_ix, b->n_mappings))
     return 0;
   uint64_t key = bid != 0 ? (uint64_t)bid : (uint64_t)file;
   uint64_t hv = tool_hash(tool_hash(tool_hash(tool_hash_key(), key), m->file_offset), size);
   size_t pos, e = HTAB_FIND(&b->mapping_ix, hv,
-                            (bid != 0 ? b->mappings[x_]->build_id == bid : b->mappings[x_]->filename == file) &&
+                            (bid != 0 ? b->mappings[x_]->build_id == bid
+                                      : b->mappings[x_]->filename == file) &&
                               b->mappings[x_]->file_offset == m->file_offset &&
                               b->mappings[x_]->memory_limit - b->mappings[x_]->memory_start == size,
                             &pos);
@@ -221,7 +225,8 @@ static bool lines_equal(const location_t *l, const pb_line_t *lines, size_t n)
   return true;
 }
 
-uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines, size_t n_lines)
+uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines,
+                     size_t n_lines)
 {
   if (!grow(b, &b->locations, &b->cap_locations, b->n_locations) ||
       !htab_reserve(b, &b->location_ix, b->n_locations))
@@ -230,7 +235,8 @@ uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const p
   for (size_t i = 0; i < n_lines; i++)
     hv = tool_hash(tool_hash(hv, lines[i].function_id), (uint64_t)lines[i].line);
   size_t pos, e = HTAB_FIND(&b->location_ix, hv,
-                            b->locations[x_]->mapping_id == mapping_id && b->locations[x_]->address == address &&
+                            b->locations[x_]->mapping_id == mapping_id &&
+                              b->locations[x_]->address == address &&
                               lines_equal(b->locations[x_], lines, n_lines),
                             &pos);
   if (e != SIZE_MAX) return b->locations[e]->id;
@@ -547,7 +553,8 @@ bool profile_compatible(const profile_t *a, const profile_t *b, char *why, size_
       return false;
     }
   }
-  const char *pa = a->period_type ? pstr(a, a->period_type->type) : "", *pb = b->period_type ? pstr(b, b->period_type->type) : "";
+  const char *pa = a->period_type ? pstr(a, a->period_type->type) : "";
+  const char *pb = b->period_type ? pstr(b, b->period_type->type) : "";
   if (strcmp(pa, pb) != 0) {
     snprintf(why, why_len, "different period types (%s; %s)", pa, pb);
     return false;

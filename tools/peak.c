@@ -9,9 +9,9 @@
  *       duration_nanos ends at TIME_NS rather than at time_nanos;
  *   the Profile field mimalloc_prof_timeline (ours, number 10000): points of (time, estimated bytes in
  *       use, estimated bytes allocated), start_nanos (CLOCK_REALTIME) plus offset_nanos[i], in time order.
- * A profile without them (from an older library, or another program) has no peak time and no timeline;
- * the peak is then the sum of its peak_space values, when it has that sample type.  Both come from the
- * file and are read as untrusted: a malformed peak comment is ignored, and so are timeline points whose
+ * A profile without them (another program's, or one whose writer kept no timeline) has no peak time and no
+ * timeline; the peak is then the sum of its peak_space values, when it has that sample type.  Both come from
+ * the file and are read as untrusted: a malformed peak comment is ignored, and so are timeline points whose
  * arrays do not line up or whose time does not fit.
  */
 #include "tool.h"
@@ -121,15 +121,7 @@ tl_point_t *timeline_read(const profile_t *p, size_t *n_points, size_t *malforme
 
 const profile_t *heap_header_alone(const profile_t *p, profile_t *h, int64_t **kept)
 {
-  *h = *p;
-  *kept = malloc((p->n_comment + 1) * sizeof **kept);
-  if (*kept == NULL) abort();
-  h->comment = *kept;
-  h->n_comment = 0;
-  for (size_t i = 0; i < p->n_comment; i++) {
-    const char *c = pstr(p, p->comment[i]);
-    if (strncmp(c, peak_prefix, sizeof peak_prefix - 1) != 0) h->comment[h->n_comment++] = p->comment[i];
-  }
+  profile_header_without(p, peak_prefix, h, kept);
   h->mimalloc_prof_timeline = NULL;
   return h;
 }

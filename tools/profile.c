@@ -429,6 +429,20 @@ const char *profile_sample_types(const profile_t *p, char *buf, size_t len)
   return buf;
 }
 
+const profile_t *profile_header_without(const profile_t *p, const char *prefix, profile_t *h, int64_t **kept)
+{
+  size_t len = strlen(prefix);
+  *h = *p;
+  *kept = malloc((p->n_comment + 1) * sizeof **kept);
+  if (*kept == NULL) abort();
+  h->comment = *kept;
+  h->n_comment = 0;
+  for (size_t i = 0; i < p->n_comment; i++) {
+    if (strncmp(pstr(p, p->comment[i]), prefix, len) != 0) h->comment[h->n_comment++] = p->comment[i];
+  }
+  return h;
+}
+
 const char *profile_mapping_base(const profile_t *p, const mapping_t *m)
 {
   const char *file = pstr(p, m->filename), *slash = strrchr(file, '/');

@@ -11,9 +11,9 @@
  * library) are removed: those of the processes looked at, and then each PID.sock whose process is gone in
  * the directories of those processes' sockets and in our user's default control directory.  A socket is
  * left behind when connecting finds nobody listening and no socket of the system is bound to that name
- * (/proc/net/unix: a process between bind and listen refuses connections too).  Only a socket owned by our effective user, in a directory of ours that others cannot
- * write, is removed, by unlinkat(2) of that one name, never through a link (the library's rules,
- * lib/fsout.c).
+ * (/proc/net/unix: a process between bind and listen refuses connections too).  Only a socket owned by
+ * our effective user, in a directory of ours that others cannot write, is removed, by unlinkat(2) of that
+ * one name, never through a link (the library's rules, lib/fsout.c).
  */
 #include "tool.h"
 
@@ -168,9 +168,7 @@ int cmd_ps(int argc, char **argv)
   int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-    if (c == 'h') return tool_help(usage);
-    if (c != CTL_OPT_TIMEOUT) return tool_getopt_error(c, argv);
-    if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
+    if ((rc = ctl_common_option(c, argv, usage)) >= 0) return rc;
   }
   if (optind < argc) return tool_usage_error("no arguments expected ('%s')", argv[optind]);
   DIR *d = opendir("/proc");

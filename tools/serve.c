@@ -54,7 +54,8 @@ static const char usage[] =
   "  /debug/pprof/allocs   the same with alloc_space as default sample type\n"
   "  /                     an index of the processes\n"
   "With several processes: /pid/PID/debug/pprof/heap (and allocs), or ?pid=PID.\n"
-  "  --listen ADDR:PORT  where to listen (default " DEFAULT_LISTEN "; [::1]:PORT for IPv6, port 0: any free)\n"
+  "  --listen ADDR:PORT  where to listen (default " DEFAULT_LISTEN "; [::1]:PORT for IPv6, "
+  "port 0: any free)\n"
   "  --token-file FILE   serve also clients that send \"Authorization: Bearer TOKEN\", TOKEN the line in\n"
   "                      FILE (mode 600); without it, only processes of this user on this machine\n"
   "  --allow-host HOST   answer requests for this name too (Host: localhost, IP addresses and the --listen\n"
@@ -133,9 +134,11 @@ static int fetch(pid_t pid, bool allocs, char *err, size_t err_len, off_t *size,
    HTTP
 --------------------------------------------------------------------------------------------------- */
 
-static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status, const char *type, const char *text)
+static enum MHD_Result send_text(struct MHD_Connection *conn, unsigned status, const char *type,
+                                  const char *text)
 {
-  struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text, MHD_RESPMEM_MUST_COPY);
+  struct MHD_Response *r =
+    MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text, MHD_RESPMEM_MUST_COPY);
   if (r == NULL) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -163,7 +166,8 @@ static void html_escaped(char *out, size_t len, const char *s)
 {
   size_t o = 0;
   for (; *s != '\0' && o + 7 < len; s++) {
-    const char *e = *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" : *s == '"' ? "&quot;" : NULL;
+    const char *e = *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;"
+                  : *s == '"' ? "&quot;" : NULL;
     if (e != NULL) o += (size_t)snprintf(out + o, len - o, "%s", e);
     else out[o++] = *s;
   }
@@ -175,15 +179,18 @@ static enum MHD_Result send_index(struct MHD_Connection *conn)
   size_t cap = 1024 + n_pids * 1536, n = 0;
   char *page = malloc(cap), cmd_html[800];
   if (page == NULL) return MHD_NO;
-  n += (size_t)snprintf(page + n, cap - n, "<!DOCTYPE html>\n<html><head><title>mimalloc-prof serve</title></head><body>\n"
-                        "<h1>Heap profiles</h1>\n<table>\n<tr><th>process</th><th>profiles</th><th>command</th></tr>\n");
+  n += (size_t)snprintf(page + n, cap - n,
+                        "<!DOCTYPE html>\n<html><head><title>mimalloc-prof serve</title></head><body>\n"
+                        "<h1>Heap profiles</h1>\n<table>\n"
+                        "<tr><th>process</th><th>profiles</th><th>command</th></tr>\n");
   for (size_t i = 0; i < n_pids; i++) {
     int mine = ours(pids[i]);
     if (mine == 0) continue;                               /* another user's: not even its command line */
     char *cmd = mine > 0 ? ctl_command_line(pids[i]) : strdup("");
     html_escaped(cmd_html, sizeof cmd_html, cmd != NULL && cmd[0] != '\0' ? cmd : "(gone)");
     free(cmd);
-    n += (size_t)snprintf(page + n, cap - n, "<tr><td>%d</td><td><a href=\"/pid/%d/debug/pprof/heap\">heap</a> "
+    n += (size_t)snprintf(page + n, cap - n,
+                          "<tr><td>%d</td><td><a href=\"/pid/%d/debug/pprof/heap\">heap</a> "
                           "<a href=\"/pid/%d/debug/pprof/allocs\">allocs</a></td><td>%s</td></tr>\n",
                           (int)pids[i], (int)pids[i], (int)pids[i], cmd_html);
   }
@@ -239,7 +246,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     char digits[16];
     size_t n = strspn(url + 5, "0123456789");
     snprintf(digits, sizeof digits, "%.*s", (int)(n < 15 ? n : 15), url + 5);
-    if (n == 0 || n > 10 || !tool_parse_pid(digits, &pid)) return send_error(conn, MHD_HTTP_NOT_FOUND, "no such path");
+    if (n == 0 || n > 10 || !tool_parse_pid(digits, &pid))
+      return send_error(conn, MHD_HTTP_NOT_FOUND, "no such path");
     rest = url + 5 + n;
     if (*rest == '\0') rest = "/";
   } else if (arg != NULL && !tool_parse_pid(arg, &pid)) {
@@ -249,13 +257,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     return send_index(conn);
   bool heap = strcmp(rest, "/debug/pprof/heap") == 0, allocs = strcmp(rest, "/debug/pprof/allocs") == 0;
   if (!heap && !allocs) return send_error(conn, MHD_HTTP_NOT_FOUND, "no such path (see /)");
-  if (pid == 0) return send_error(conn, MHD_HTTP_BAD_REQUEST, "several processes are served: /pid/PID%s or ?pid=PID", rest);
+  if (pid == 0)
+    return send_error(conn, MHD_HTTP_BAD_REQUEST, "several processes are served: /pid/PID%s or ?pid=PID",
+                      rest);
   if (!served(pid)) return send_error(conn, MHD_HTTP_NOT_FOUND, "process %d is not served here", (int)pid);
   if (ours(pid) == 0)
     return send_error(conn, MHD_HTTP_FORBIDDEN, "process %d belongs to another user", (int)pid);
   const char *debug = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "debug");
-  if ((debug != NULL && strcmp(debug, "0") != 0) || MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "seconds"))
-    return send_error(conn, MHD_HTTP_BAD_REQUEST, "only the binary profile is served (no debug=N, no seconds=N)");
+  if ((debug != NULL && strcmp(debug, "0") != 0) ||
+      MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "seconds"))
+    return send_error(conn, MHD_HTTP_BAD_REQUEST,
+                      "only the binary profile is served (no debug=N, no seconds=N)");
   char err[1024];
   off_t size = 0;
   bool busy = false;
@@ -314,9 +326,11 @@ static int listen_on(const char *spec, char *shown, size_t len, bool *loopback, 
     return -1;
   }
   size_t hl = (size_t)(colon - spec);
-  if (spec[0] == '[' && hl >= 2 && spec[hl - 1] == ']') snprintf(host, sizeof host, "%.*s", (int)(hl - 2), spec + 1);
+  if (spec[0] == '[' && hl >= 2 && spec[hl - 1] == ']')
+    snprintf(host, sizeof host, "%.*s", (int)(hl - 2), spec + 1);
   else snprintf(host, sizeof host, "%.*s", (int)hl, spec);
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+  struct addrinfo *ai;
   int g = getaddrinfo(host, colon + 1, &hints, &ai);
   if (g != 0) {
     *rc = tool_usage_error("--listen '%s': %s", spec, gai_strerror(g));
@@ -341,7 +355,8 @@ static int listen_on(const char *spec, char *shown, size_t len, bool *loopback, 
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
   getsockname(fd, (struct sockaddr *)&ss, &sl);
-  unsigned bound = ntohs(*v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+  unsigned bound =
+    ntohs(*v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
   snprintf(shown, len, *v6 ? "[%s]:%u" : "%s:%u", host, bound);
   snprintf(listen_host, sizeof listen_host, "%s", host);
   return fd;
@@ -369,11 +384,8 @@ int cmd_serve(int argc, char **argv)
       if (!serve_allow_host(optarg)) return tool_usage_error("--allow-host: too many names");
       break;
     case OPT_NOSYM: symbolize = false; break;
-    case CTL_OPT_TIMEOUT:
-      if ((rc = ctl_timeout_option(optarg)) != 0) return rc;
-      break;
-    case 'h': return tool_help(usage);
-    default: return tool_getopt_error(c, argv);
+    default:
+      if ((rc = ctl_common_option(c, argv, usage)) >= 0) return rc;
     }
   }
   if (optind == argc) return tool_usage_error("no process ID given");
@@ -393,7 +405,8 @@ int cmd_serve(int argc, char **argv)
     return tool_usage_error("--allow-host: too many names");
   }
   const char *base = getenv("TMPDIR");
-  snprintf(tmp_dir, sizeof tmp_dir, "%s/mimalloc-prof-serve.XXXXXX", base != NULL && base[0] != '\0' ? base : "/tmp");
+  snprintf(tmp_dir, sizeof tmp_dir, "%s/mimalloc-prof-serve.XXXXXX",
+           base != NULL && base[0] != '\0' ? base : "/tmp");
   if (mkdtemp(tmp_dir) == NULL) {
     close(fd);
     return tool_error("cannot create a directory in %s: %s", base != NULL ? base : "/tmp", strerror(errno));

@@ -94,8 +94,9 @@ static size_t symbolize_location(pbuild_t *b, object_t *ob, const mapping_t *m, 
   if (ob->obj == NULL || !sym_obj_addr(ob->obj, m, l->address, &addr)) return 0;
   size_t n = sym_obj_lookup(ob->obj, addr, frames, MAX_FRAMES);
   for (size_t i = 0; i < n; i++) {
-    lines[i].function_id = pb_function(b, frames[i].name, frames[i].system_name, frames[i].decl_file[0] ? frames[i].decl_file : frames[i].file,
-                                       frames[i].decl_line);
+    const char *decl_file = frames[i].decl_file[0] ? frames[i].decl_file : frames[i].file;
+    lines[i].function_id =
+      pb_function(b, frames[i].name, frames[i].system_name, decl_file, frames[i].decl_line);
     lines[i].line = frames[i].line;
   }
   sym_frames_free(frames, n);
@@ -119,7 +120,8 @@ static void symbolize(pbuild_t *b, const profile_t *p, const sym_opts_t *o, obje
 {
   pindex_t ix;
   pindex_init(&ix, p);
-  uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new), *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
+  uint64_t *map_new = calloc(p->n_mapping + 1, sizeof *map_new);
+  uint64_t *loc_new = calloc(p->n_location + 1, sizeof *loc_new);
   uint64_t *fn_new = calloc(p->n_function + 1, sizeof *fn_new);
   if (map_new == NULL || loc_new == NULL || fn_new == NULL) abort();
   for (size_t i = 0; i < p->n_mapping; i++) {
@@ -240,22 +242,6 @@ static char *reason_key(const object_t *ob)
   return key;
 }
 
-/* p's header without the reasons an earlier run recorded; *kept is malloc'd, for the caller to free once
- * the builder has copied the header. */
-static const profile_t *header_without_reasons(const profile_t *p, profile_t *h, int64_t **kept)
-{
-  *h = *p;
-  *kept = malloc((p->n_comment + 1) * sizeof **kept);
-  if (*kept == NULL) abort();
-  h->comment = *kept;
-  h->n_comment = 0;
-  for (size_t i = 0; i < p->n_comment; i++) {
-    const char *c = pstr(p, p->comment[i]);
-    if (strncmp(c, REASON_PREFIX, sizeof REASON_PREFIX - 1) != 0) h->comment[h->n_comment++] = p->comment[i];
-  }
-  return h;
-}
-
 static int by_string(const void *a, const void *b)
 {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -312,8 +298,9 @@ static void print_report(const char *path, const report_t *r, const object_t *ob
   size_t unnamed = r->locations - r->named - r->kept;
   char a[32], b[32], c[32];
   tool_note("%s: %s of %s locations named (%s with inlined frames)%s", path,
-            tool_count((int64_t)(r->named + r->kept), a, sizeof a), tool_count((int64_t)r->locations, b, sizeof b),
-            tool_count((int64_t)r->inlined, c, sizeof c), unnamed ? "; unnamed:" : "");
+            tool_count((int64_t)(r->named + r->kept), a, sizeof a),
+            tool_count((int64_t)r->locations, b, sizeof b), tool_count((int64_t)r->inlined, c, sizeof c),
+            unnamed ? "; unnamed:" : "");
   for (size_t i = 0; i < n_objs; i++) {
     const object_t *ob = &objs[i];
     char reason[1024];
@@ -337,7 +324,7 @@ int symbolize_file(const char *in, const char *out, const sym_opts_t *o)
   object_t *objs = objects_find(p, &of_mapping, &n_objs);
   profile_t h;
   int64_t *kept;
-  pbuild_t *b = pbuild_new(header_without_reasons(p, &h, &kept));
+  pbuild_t *b = pbuild_new(profile_header_without(p, REASON_PREFIX, &h, &kept));   /* reasons written anew */
   free(kept);
   if (b == NULL) {
     free(objs);
@@ -372,7 +359,7 @@ int cmd_symbolize(int argc, char **argv)
                                        {NULL, 0, NULL, 0}};
   const char *out = NULL, *dirs[64];
   sym_opts_t o = {.debug_dirs = dirs};
-  int c;
+  int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1) {
     switch (c) {
@@ -386,7 +373,6 @@ int cmd_symbolize(int argc, char **argv)
     default: return tool_getopt_error(c, argv);
     }
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
   return symbolize_file(argv[optind], out, &o);
 }

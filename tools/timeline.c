@@ -246,8 +246,8 @@ static void print_text(const tl_chart_t *c, int w, int h)
   if (c->totals.has_alloc) printf("; %s allocated", tool_bytes(c->totals.alloc_bytes, b, sizeof b));
   printf("\n");
   if (pk->inuse != c->peak_bytes)
-    printf("(the timeline reads %s there: the peak is estimated with other samples, unbiased by the choice)\n",
-           tool_bytes(pk->inuse, e, sizeof e));
+    printf("(the timeline reads %s there: the peak is estimated with other samples, "
+           "unbiased by the choice)\n", tool_bytes(pk->inuse, e, sizeof e));
   printf("(time since the timeline's first point, %s before the profile was written)\n",
          c->p->time_nanos > c->t0 ? tool_duration(c->p->time_nanos - c->t0, t, sizeof t) : "0 ns");
   if (c->has_peak_view && c->peak_view.total > 0) {
@@ -276,7 +276,7 @@ int cmd_timeline(int argc, char **argv)
     {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   const char *out = NULL, *title = NULL;
   long width = 0, height = DEFAULT_HEIGHT, sites = 5;
-  int c;
+  int c, rc;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":o:n:h", opts, NULL)) != -1) {
     switch (c) {
@@ -298,16 +298,14 @@ int cmd_timeline(int argc, char **argv)
     default: return tool_getopt_error(c, argv);
     }
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc)
-    return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
   if (width == 0) {
     int cols = terminal_columns();
     width = DEFAULT_WIDTH;
     if (cols > 0 && cols - MARGIN - 4 < width) width = cols - MARGIN - 4 < 10 ? 10 : cols - MARGIN - 4;
   }
   tl_chart_t chart;
-  int rc = tl_chart_load(&chart, argv[optind], (size_t)sites);
+  rc = tl_chart_load(&chart, argv[optind], (size_t)sites);
   if (rc != 0) return rc;
   if (out != NULL) rc = tl_write_svg(&chart, out, title != NULL ? title : argv[optind]);
   else print_text(&chart, (int)width, (int)height);

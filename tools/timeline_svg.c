@@ -41,15 +41,7 @@ static void svg_text(FILE *f, const char *s, size_t max_chars)
       u += len;
       continue;
     }
-    switch (*u) {
-    case '&': fputs("&amp;", f); break;
-    case '<': fputs("&lt;", f); break;
-    case '>': fputs("&gt;", f); break;
-    case '"': fputs("&quot;", f); break;
-    case '\'': fputs("&apos;", f); break;
-    default:
-      if (*u >= 0x20) fputc(*u, f);
-    }
+    tool_xml_byte(f, *u);
     u++;
   }
   if (*u) fputs("...", f);

@@ -53,6 +53,10 @@ int  tool_getopt_error(int c, char *const *argv);
 /* A whole decimal number in min..max (no sign, no suffix); false when it is not one. */
 bool tool_parse_count(const char *text, long min, long max, long *out);
 
+/* The one profile a report reads, at argv[optind]: 0, or the usage error's status when none or more than one
+ * is given (`more`: what the message adds about the extra one, such as "; see diff and merge"). */
+int  tool_one_profile(int argc, char *const *argv, const char *more);
+
 /* Prints a usage text to stdout (--help) and returns 0. */
 int  tool_help(const char *text);
 
@@ -86,6 +90,9 @@ size_t      tool_escape(char *out, size_t cap, const void *text, size_t len, boo
 const char *tool_escaped(const char *s, char *buf, size_t len);
 /* The same written to f, whatever its length. */
 void        tool_write_escaped(FILE *f, const void *text, size_t len, bool newlines);
+/* One byte of text for XML (the SVG pictures): & < > " ' as entities, a control character other than tab
+ * left out (XML 1.0 forbids most; a label is one line), any other byte as it is. */
+void        tool_xml_byte(FILE *f, unsigned char c);
 
 /* ---------------------------------------------------------------------------------------------------
    "profile.c": reading, writing, looking things up by id
@@ -125,10 +132,10 @@ int tool_out_close(tool_out_t *o, const char *path, bool ok);
 
 /* Hashing for the tables that intern a profile's parts (pbuild.c, view.c, calltree.c): keyed with a
  * random number drawn once per process, so that no profile can be made to put its parts into one bucket
- * (with a fixed hash that keeps few bits, 2 KB of repeated frames make `tree` quadratic).  tool_hash mixes v into h
- * (start with tool_hash_key()); every bit of the result depends on every bit of h and v, so a table of a
- * power-of-two size takes hash & (size - 1).  A value hashes alike within one process only: nothing a
- * command prints depends on hashes. */
+ * (with a fixed hash that keeps few bits, 2 KB of repeated frames make `tree` quadratic).  tool_hash
+ * mixes v into h (start with tool_hash_key()); every bit of the result depends on every bit of h and v,
+ * so a table of a power-of-two size takes hash & (size - 1).  A value hashes alike within one process
+ * only: nothing a command prints depends on hashes. */
 uint64_t tool_hash_key(void);
 uint64_t tool_hash_str(const char *s);
 static inline uint64_t tool_hash(uint64_t h, uint64_t v)
@@ -161,6 +168,10 @@ size_t profile_sample_type(const profile_t *p, const char *name);
 /* "alloc_objects, alloc_space, ..." for messages. */
 const char *profile_sample_types(const profile_t *p, char *buf, size_t len);
 
+/* p's header in *h without the comments that start with `prefix` (*kept: malloc'd, for the caller to free
+ * once a builder has copied the header); returns h. */
+const profile_t *profile_header_without(const profile_t *p, const char *prefix, profile_t *h, int64_t **kept);
+
 /* The file name of a mapping without its directories ("python3.11"). */
 const char *profile_mapping_base(const profile_t *p, const mapping_t *m);
 
@@ -188,13 +199,15 @@ void      pbuild_free(pbuild_t *b);
 bool      pbuild_failed(const pbuild_t *b);   /* an allocation failed somewhere */
 
 int64_t  pb_string(pbuild_t *b, const char *s);
-uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, const char *file, int64_t start_line);
+uint64_t pb_function(pbuild_t *b, const char *name, const char *system_name, const char *file,
+                     int64_t start_line);
 /* A mapping; one already there for the same file (build ID, file name, offset and size) is reused, and
  * *delta says how far this one's addresses must move to land in it. */
 uint64_t pb_mapping(pbuild_t *b, const profile_t *p, const mapping_t *m, int64_t *delta);
 /* Sets the has_* flags of a mapping the builder made. */
 void     pb_mapping_flags(pbuild_t *b, uint64_t id, bool functions, bool filenames, bool lines, bool inlines);
-uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines, size_t n_lines);
+uint64_t pb_location(pbuild_t *b, uint64_t mapping_id, uint64_t address, const pb_line_t *lines,
+                     size_t n_lines);
 /* The builder's function for function `id` of `p` (0 when p has none), copied once: copied[] (one per
  * function of p, zeroed) remembers each copy, so a function named by many lines costs one lookup of its
  * strings (a hostile profile names one long-named function a million times). */
@@ -557,6 +570,10 @@ int  ctl_socket_path(pid_t pid, char *out, size_t len, char *why, size_t why_len
 #define CTL_OPT_TIMEOUT        0x180
 #define CTL_TIMEOUT_LONG_OPTION {"timeout", required_argument, NULL, CTL_OPT_TIMEOUT}
 int     ctl_timeout_option(const char *text);
+/* The options that ctl, ps and serve take after their own: --timeout, -h/--help (prints `usage`), and
+ * getopt_long's '?' and ':'.  -1 when parsing goes on (a valid --timeout), else the exit status to return
+ * now (0 after --help, 2 after a usage error). */
+int     ctl_common_option(int c, char *const *argv, const char *usage);
 int64_t ctl_timeout_ms(void);
 
 /* One request ("stats", "start 65536", ...) and its reply; 0 (whatever the status), or -1 with a message

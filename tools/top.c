@@ -68,7 +68,8 @@ static void print_header(const view_t *v, const view_opts_t *o, const char *path
   char total[32], all[32], period[32], type[256], a[32], b[32], c[32], when[32];
   printf("%s: %s, %s in %zu stacks", path, tool_escaped(v->type, type, sizeof type),
          view_value(v, v->total, total, sizeof total), v->n_stacks);
-  if (v->p->period > 0) printf(" (one sample per %s allocated on average)", tool_bytes(v->p->period, period, sizeof period));
+  if (v->p->period > 0)
+    printf(" (one sample per %s allocated on average)", tool_bytes(v->p->period, period, sizeof period));
   printf("\n");
   if (o->has_focus || o->has_ignore || o->n_tags != 0)
     printf("%s kept %.1f%% of %s\n", o->n_tags == 0 ? "--focus/--ignore" : "--focus/--ignore/--tag",
@@ -354,8 +355,7 @@ int cmd_top(int argc, char **argv)
   if (by != NULL && temporary != 0) return tool_usage_error("--by and --temporary exclude each other");
   if (temporary != 0 && o.sample_index != NULL)
     return tool_usage_error("--temporary shows freed_space by lifetime: -s does not apply");
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many; see diff and merge)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "; see diff and merge")) != 0) return rc;
   const char *path = argv[optind];
   char err[512], title[512];
   pid_t pid;

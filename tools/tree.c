@@ -83,7 +83,8 @@ static void print_tree(const printer_t *pr, uint32_t root, level_t *stack)
   stack[n++] = print_line(pr, root, 0);
   while (n > 0) {
     level_t *top = &stack[n - 1];
-    while (top->next != 0 && !shown(pr, &pr->t->nodes[top->next])) top->next = pr->t->nodes[top->next].next_sibling;
+    while (top->next != 0 && !shown(pr, &pr->t->nodes[top->next]))
+      top->next = pr->t->nodes[top->next].next_sibling;
     if (top->next != 0) {
       uint32_t c = top->next;
       top->next = pr->t->nodes[c].next_sibling;
@@ -129,8 +130,7 @@ int cmd_tree(int argc, char **argv)
       return rc;
     }
   }
-  if (optind == argc) return tool_usage_error("no profile given");
-  if (optind + 1 < argc) return tool_usage_error("one profile at a time ('%s' is one too many)", argv[optind + 1]);
+  if ((rc = tool_one_profile(argc, argv, "")) != 0) return rc;
   const char *path = argv[optind];
   char total[32];
   view_t v;
@@ -142,7 +142,8 @@ int cmd_tree(int argc, char **argv)
   ctree_build(&t, &v, !callees);
   printf("%s: %s, %s in %zu stacks; %s (nodes below %.3g%% left out)\n", path, v.type,
          view_value(&v, v.total, total, sizeof total), v.n_stacks,
-         callees ? "from the entry point down to the allocation sites" : "each allocation site with its callers",
+         callees ? "from the entry point down to the allocation sites"
+                 : "each allocation site with its callers",
          100 * o.min_share);
   double min = o.min_share * (double)v.total;    /* (double)INT64_MAX is 2^63, out of int64_t's range */
   printer_t pr = {&v, &t, min >= 0x1p63 ? INT64_MAX : min < -0x1p63 ? INT64_MIN : (int64_t)min, depth,
