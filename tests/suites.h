@@ -32,7 +32,7 @@ Suite *cxx_suite(void);
 Suite *threads_suite(void);
 #if MPROF_PPROF
 Suite *sampler_suite(void);    /* test_sampler.c: sampling distribution and weights */
-Suite *estimator_suite(void);  /* test_estimator.c: no bias where the rules used to have one */
+Suite *estimator_suite(void);  /* test_estimator.c: no bias in the weights, per entry point */
 Suite *sheap_suite(void);      /* test_sheap.c: the sampled-block heap's resident bytes, give-back */
 Suite *lazylib_suite(void);    /* test_lazylib.c: zlib, protobuf-c loaded at the first dump, or said */
 Suite *mathfn_suite(void);     /* test_mathfn.c: the sampler's log and expm1 against libm's */

@@ -1,11 +1,10 @@
-/* test_estimator.c - the estimates are unbiased wherever the sampling rule used to bias them: the
- * fast and slow paths' one convention, realloc in place, a fork in progress, rounding of small weights,
- * and samples that cannot be fully recorded (lib/sampler.c, lib/slow.c).
+/* test_estimator.c - the estimates are unbiased where a sampling rule could easily bias them: the fast
+ * and slow paths' one convention, realloc in place, a fork in progress, rounding of small weights, and
+ * samples that cannot be fully recorded (lib/sampler.c, lib/slow.c).
  *
  * Each test uses a fixed seed (MPROF_TEST_SEED=<n> replaces it) and allows 4 standard deviations of the
- * quantity it checks, derived in its comment; every mechanism it guards against was measured many
- * standard deviations away (issue "Numbers you can trust"; bench/accuracy checks the same over 30
- * seeds).  Nothing is asserted while a session samples (see sampling_util.h).
+ * quantity it checks, derived in its comment; each mechanism it guards against, left in, moves its
+ * quantity many standard deviations (bench/accuracy checks the same over 30 seeds).  Nothing is asserted while a session samples (see sampling_util.h).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
