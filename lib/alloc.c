@@ -7,7 +7,10 @@
  *
  * C++ operator new/delete are in new_delete.c (exported too, because libmimalloc.so.2 exports them).
  */
+#include "alloc.h"
 #include "internal.h"
+#include "mireal.h"
+#include "slow.h"
 
 #include <errno.h>
 #include <malloc.h>

@@ -8,7 +8,20 @@
  * sessions").  Functions that change the session refuse to run inside an observer callback (EDEADLK): the
  * callback runs in the middle of a sample or free on its thread.
  */
+#include "api.h"
+#include "alloc.h"
+#include "dump.h"
 #include "internal.h"
+#include "observer.h"
+#include "options.h"
+#include "peak.h"
+#include "pmem.h"
+#include "record.h"
+#include "sampler.h"
+#include "sheap.h"
+#include "stacktab.h"
+#include "unwind.h"
+#include "warn.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -22,7 +22,8 @@
  * order before any block of the chunk is handed out, and only a chunk without live blocks changes state
  * again).
  */
-#include "internal.h"
+#include "arena.h"
+#include "options.h"
 
 #include <errno.h>
 #include <string.h>

@@ -32,7 +32,14 @@
  * a socket of ours of the same name is left (an earlier program of the same PID, which exec'ed or was
  * killed); anything else at that name is left alone, and there is no socket.
  */
-#include "internal.h"
+#include "control.h"
+#include "api.h"
+#include "ctldir.h"
+#include "fsout.h"
+#include "options.h"
+#include "pprof.h"
+#include "record.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <poll.h>

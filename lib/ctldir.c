@@ -8,7 +8,7 @@
  *
  * and the socket is DIR/PID.sock.  Nothing here allocates.
  */
-#include "internal.h"
+#include "ctldir.h"
 
 #include <stdio.h>
 

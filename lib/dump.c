@@ -22,7 +22,17 @@
  * pipe the forking thread reads; in the child, where no dump is running, this file's state is
  * re-initialised instead.
  */
+#include "dump.h"
+#include "fsout.h"
 #include "internal.h"
+#include "lazyload.h"
+#include "objects.h"
+#include "options.h"
+#include "pmem.h"
+#include "pprof.h"
+#include "profiler.h"
+#include "snapshot.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <fcntl.h>

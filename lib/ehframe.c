@@ -21,6 +21,7 @@
  * the register state and 8 remembered states, about 0.4 KiB.
  */
 #include "unwtab.h"
+#include "internal.h"
 
 #include <string.h>
 

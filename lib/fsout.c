@@ -34,7 +34,9 @@
  * call or a few lines around one.  Dumps run on the calling thread, the profiler thread or in an exit
  * handler, never in a signal handler.
  */
-#include "internal.h"
+#include "fsout.h"
+#include "options.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,8 @@
  * with ELIBACC.
  */
 #define MPROF_LAZYLIB_IMPL
-#include "internal.h"
+#include "lazyload.h"
+#include "warn.h"
 
 #include <dlfcn.h>
 #include <errno.h>

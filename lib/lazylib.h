@@ -3,7 +3,7 @@
  *
  * A file that calls them includes this after its other headers: the names it calls (declared by
  * <zlib.h> and <protobuf-c/protobuf-c.h>, which this includes first) become calls through
- * mprof_lazy, filled by mprof_lazy_load() (internal.h).  The generated protobuf-c code is compiled the
+ * mprof_lazy, filled by mprof_lazy_load() (lazyload.h).  The generated protobuf-c code is compiled the
  * same way (profile_pb.c).
  */
 #ifndef MPROF_LAZYLIB_H

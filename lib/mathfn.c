@@ -11,11 +11,10 @@
  * Both reduce the argument to a small range by the exponent of 2 and sum a short series there; the bits
  * of a double are read and written with memcpy.  Finite arguments only (the sampler's are).
  */
+#include "mathfn.h"
+
 #include <stdint.h>
 #include <string.h>
-
-double mprof_math_log(double x);      /* internal.h declares them for the library; tests compile this */
-double mprof_math_expm1(double x);    /* file in, without the library's headers */
 
 #define LN2_HI 6.93147180369123816490e-01   /* the 33 leading bits of log(2): k * LN2_HI is exact */
 #define LN2_LO 1.90821492927058770002e-10   /* log(2) - LN2_HI */

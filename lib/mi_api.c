@@ -20,7 +20,11 @@
  *
  * Heaps (new, delete, destroy, visits, ownership) are in mi_heap.c.
  */
+#include "alloc.h"
 #include "internal.h"
+#include "mireal.h"
+#include "sheap.h"
+#include "slow.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -24,6 +24,14 @@
  * mi_heap_set_default is passed through (exported so the allocation API is complete from this library).
  */
 #include "internal.h"
+#include "mireal.h"
+
+#if MPROF_PPROF
+#include "observer.h"
+#include "record.h"
+#include "sampler.h"
+#include "sheap.h"
+#endif
 
 #define API MPROF_EXPORT
 

@@ -15,7 +15,7 @@
  * profiler lock: finding the object takes the loader's list lock, in dl_iterate_phdr (see the lock order
  * in internal.h); a lookup after that reads memory only, so it is async-signal-safe.
  */
-#include "internal.h"
+#include "mireal.h"
 
 #include <elf.h>
 #include <link.h>

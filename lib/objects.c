@@ -18,7 +18,8 @@
  * made for the read: write(2) from the address fails with EFAULT just as safely, two more system calls
  * per read and three per lookup.
  */
-#include "internal.h"
+#include "objects.h"
+#include "pmem.h"
 
 #include <elf.h>
 #include <errno.h>

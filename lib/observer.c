@@ -8,7 +8,9 @@
  * Dropped samples are counted per reason with relaxed atomics; the first drop of each reason in the
  * process is said once on stderr.
  */
+#include "observer.h"
 #include "internal.h"
+#include "warn.h"
 
 static struct {
   unsigned         seq;      /* odd while a write is in progress */

@@ -13,7 +13,8 @@
  * tell them anyway, and glibc has opened descriptors 0-2 on /dev/null if the caller closed them
  * (doc/design/files-and-privileges.md).
  */
-#include "internal.h"
+#include "options.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -47,8 +47,13 @@
  * The buffer is static (24 KiB of bss, touched only while a session runs): it needs no profiler memory
  * and cannot fail.
  */
-#include "internal.h"
 #include "peak.h"
+#include "internal.h"
+#include "peak_inline.h"
+#include "pmem.h"
+#include "profiler.h"
+#include "record.h"
+#include "stacktab.h"
 
 #include <sched.h>
 #include <string.h>

@@ -1,164 +1,41 @@
-/* peak.h - the changes of the estimates on the sample and free paths, inline in record.c (peak.c has the
- * rest and says how it works): the state they change and the two changes.  Only peak.c and record.c
- * include it.  Out of line, the two cost 30 instructions more per sample and free (their calls, saved
- * registers and arguments: callgrind, bench/malloc_loop.c), a third of the peak and timeline's cost.
- */
+/* peak.h - the estimated totals over time: in-use and allocated, the peak (the in-use of every label
+ * set when the in-use total reached its high-water mark) and the timeline.  Every change goes through
+ * mprof_peak_sample or mprof_peak_free, under the record shard lock of the block concerned. */
 #ifndef MPROF_PEAK_H
 #define MPROF_PEAK_H
 
-#include "internal.h"
+#include "record.h"
+#include "stacktab.h"
 
-/* Under peak_lock inside a record shard lock, or every record shard lock. */
-typedef struct mprof_peak_state_s {
-  int           lock;                        /* peak_lock: 0 free, 1 held (a spinlock) */
-  uint64_t      gen;                         /* generation of the recorded peak */
-  uint64_t      inuse_bytes, alloc_bytes;    /* the full estimates: in use, allocated since start or reset */
-  uint64_t      half_a_bytes, best_a;        /* half A's in-use estimate, its highest since start or reset */
-  uint64_t      half_obj_fx, half_bytes;     /* half B's in-use estimate */
-  uint64_t      peak_obj_fx, peak_bytes;     /* half B's at the peak */
-  mprof_point_t peak_point;                  /* the peak's moment and the full estimates then; t 0: none */
-  uint64_t      realtime_offset;             /* CLOCK_REALTIME - CLOCK_MONOTONIC at the session's start */
-  uint64_t      interval_bytes, gdump_floor; /* the interval and peak triggers (MIMALLOC_PROF_INTERVAL, */
-  uint64_t      next_interval, next_gdump;   /*   _GDUMP; profiler.c writes their profiles): UINT64_MAX off */
-  size_t        n_points;                    /* the timeline: mprof_peak_points[0 .. n_points) */
-  uint64_t      spacing_ns;                  /* least distance between windows; 0 until the first thinning */
-  uint64_t      window_ns;                   /* start of the last point's window */
-  uint64_t      mark_bytes;                  /* the full in-use estimate when the clock was last read */
-  uint64_t      least_step;                  /* four sample periods: the least move that reads the clock */
-} mprof_peak_state_t;
+typedef struct mprof_point_s {
+  uint64_t t_ns;                   /* CLOCK_MONOTONIC */
+  uint64_t inuse_bytes, alloc_bytes;   /* estimated totals then */
+} mprof_point_t;
 
-extern mprof_peak_state_t mprof_peak MPROF_HIDDEN;
-extern mprof_point_t mprof_peak_points[MPROF_TIMELINE_POINTS] MPROF_HIDDEN;   /* static: no budget, no fail */
+extern bool mprof_lifetimes;       /* MIMALLOC_PROF_LIFETIMES, fixed at load */
 
-void mprof_peak_wait(void) MPROF_NOINLINE MPROF_COLD;   /* peak_lock is held: waits for it */
-void mprof_peak_thin(void) MPROF_NOINLINE;              /* the timeline is full: halves it */
-
-static inline void mprof_cpu_relax(void)
+static inline uint64_t mprof_mono_ns(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield");
-#endif
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline void mprof_peak_acquire(void)
-{
-  if (mprof_unlikely(__atomic_exchange_n(&mprof_peak.lock, 1, __ATOMIC_ACQUIRE) != 0)) mprof_peak_wait();
-}
+/* A sample and its free: mprof_peak_sample and mprof_peak_free (peak.h, inline in record.c).  A dropped
+ * sample's allocated weight, with nothing in use: */
+void mprof_peak_alloc_only(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes);
+/* Every record shard lock held: */
+void mprof_peak_begin(uint64_t now_ns);            /* a session starts */
+void mprof_peak_end(void);                         /* its data is discarded: no session */
+void mprof_peak_reset(uint64_t now_ns);            /* mi_prof_reset: a new peak, allocated from 0 */
+void mprof_peak_totals(mprof_totals_t *t);         /* the peak's fields of t */
+void mprof_peak_of(const mprof_stack_t *e, uint64_t *obj_fx, uint64_t *bytes);   /* e's in-use at the peak */
+size_t mprof_peak_timeline(mprof_point_t *out, uint64_t *realtime_offset_ns);   /* room: POINTS + 2 */
+/* A session's start (api_lock; a fork child: async-signal-safe): the sample rate (the timeline's least
+ * step is four sample periods), and the interval and peak triggers (profiler.c's MIMALLOC_PROF_INTERVAL
+ * and _GDUMP): a profile each time the allocated estimate grows by interval_bytes, and when the in-use
+ * estimate passes the last such profile's by a tenth and at least gdump_floor bytes; 0 = off. */
+void mprof_peak_configure(uint64_t rate, uint64_t interval_bytes, uint64_t gdump_floor);
+void mprof_peak_postfork_reinit(void);
 
-static inline void mprof_peak_release(void) { __atomic_store_n(&mprof_peak.lock, 0, __ATOMIC_RELEASE); }
-
-/* The state now becomes a point: a new one when `now` is past the last window, else the last one if higher
- * (the window's highest state). */
-static inline void mprof_peak_timeline_add(uint64_t now)
-{
-  mprof_peak_state_t *st = &mprof_peak;
-  mprof_point_t p = {.t_ns = now, .inuse_bytes = st->inuse_bytes, .alloc_bytes = st->alloc_bytes};
-  st->mark_bytes = st->inuse_bytes;
-  if (mprof_likely(now - st->window_ns >= st->spacing_ns || st->n_points == 0)) {
-    if (mprof_unlikely(st->n_points == MPROF_TIMELINE_POINTS)) mprof_peak_thin();
-    mprof_peak_points[st->n_points++] = p;
-    st->window_ns = now;
-  } else if (p.inuse_bytes > mprof_peak_points[st->n_points - 1].inuse_bytes) {
-    mprof_peak_points[st->n_points - 1] = p;
-  }
-}
-
-/* Whether the in-use estimate moved far enough from its last point for a new one: by a sixteenth of it, and
- * at least four sample periods (the clock is read only then: a change smaller than a few samples' weight
- * is within the estimate's noise, and shows at the next point). */
-static inline bool mprof_peak_moved(const mprof_peak_state_t *st)
-{
-  uint64_t now = st->inuse_bytes, mark = st->mark_bytes, step = mark / 16;
-  uint64_t moved = now > mark ? now - mark : mark - now;
-  return moved >= (step > st->least_step ? step : st->least_step);
-}
-
-/* e's half B in-use at the recorded peak, saved before it changes. */
-static inline void mprof_peak_save(mprof_stack_t *e)
-{
-  if (e->peak_gen == mprof_peak.gen) return;
-  e->peak_obj_fx = e->half_obj_fx;
-  e->peak_bytes = e->half_bytes;
-  e->peak_gen = mprof_peak.gen;
-}
-
-/* r's objects in its half: its half bytes over its size, in fixed point (at most 2^42 bytes times 2^10). */
-static inline uint64_t mprof_peak_half_objects(const mprof_record_t *r)
-{
-  return r->half_bytes * MPROF_FX_ONE / r->size;
-}
-
-/* The sample r in its label set e: in use and allocated, at r->alloc_ns (0: not read). */
-static inline void mprof_peak_sample(mprof_stack_t *e, const mprof_record_t *r)
-{
-  mprof_peak_state_t *st = &mprof_peak;
-  uint64_t obj_fx = r->obj_fx, bytes = r->inuse_bytes;
-  unsigned triggers = 0;
-  bool peak = false;
-  mprof_peak_acquire();
-  e->inuse_obj_fx += obj_fx;
-  e->inuse_bytes += bytes;
-  e->alloc_obj_fx += obj_fx;
-  e->alloc_bytes += bytes;
-  st->inuse_bytes += bytes;
-  st->alloc_bytes += bytes;
-  if (r->flags & MPROF_RECORD_HALF_B) {
-    uint64_t h_obj = mprof_peak_half_objects(r);
-    mprof_peak_save(e);
-    e->half_obj_fx += h_obj;
-    e->half_bytes += r->half_bytes;
-    st->half_obj_fx += h_obj;
-    st->half_bytes += r->half_bytes;
-  }
-  if (r->flags & MPROF_RECORD_HALF_A) {
-    st->half_a_bytes += r->half_bytes;
-    if (st->half_a_bytes > st->best_a) {     /* A's new high: this moment is the peak */
-      st->best_a = st->half_a_bytes;
-      st->gen++;
-      st->peak_obj_fx = st->half_obj_fx;
-      st->peak_bytes = st->half_bytes;
-      peak = true;
-    }
-  }
-  if (mprof_unlikely(st->inuse_bytes >= st->next_gdump)) {   /* the number of peak profiles grows with */
-    uint64_t step = st->inuse_bytes / 10;                    /* the logarithm of the peak */
-    st->next_gdump = st->inuse_bytes + (step > st->gdump_floor ? step : st->gdump_floor);
-    triggers |= MPROF_TRIGGER_PEAK;
-  }
-  if (mprof_unlikely(st->alloc_bytes >= st->next_interval)) {
-    st->next_interval = st->alloc_bytes + st->interval_bytes;
-    triggers |= MPROF_TRIGGER_INTERVAL;
-  }
-  if (peak || mprof_peak_moved(st)) {
-    uint64_t now = r->alloc_ns != 0 ? r->alloc_ns : mprof_mono_ns();
-    if (peak) st->peak_point = (mprof_point_t){now, st->inuse_bytes, st->alloc_bytes};
-    mprof_peak_timeline_add(now);
-  }
-  mprof_peak_release();
-  if (mprof_unlikely(triggers != 0)) mprof_profiler_trigger(triggers);
-}
-
-/* The free at now_ns (0: not read) of the block of sample r, in its label set e. */
-static inline void mprof_peak_free(mprof_stack_t *e, const mprof_record_t *r, uint64_t now_ns)
-{
-  mprof_peak_state_t *st = &mprof_peak;
-  mprof_peak_acquire();
-  e->inuse_obj_fx -= r->obj_fx;
-  e->inuse_bytes -= r->inuse_bytes;
-  st->inuse_bytes -= r->inuse_bytes;
-  if (r->flags & MPROF_RECORD_HALF_B) {
-    uint64_t h_obj = mprof_peak_half_objects(r);
-    mprof_peak_save(e);
-    e->half_obj_fx -= h_obj;
-    e->half_bytes -= r->half_bytes;
-    st->half_obj_fx -= h_obj;
-    st->half_bytes -= r->half_bytes;
-  }
-  if (r->flags & MPROF_RECORD_HALF_A) st->half_a_bytes -= r->half_bytes;
-  if (mprof_peak_moved(st)) mprof_peak_timeline_add(now_ns != 0 ? now_ns : mprof_mono_ns());
-  mprof_peak_release();
-}
-
-#endif
+#endif /* MPROF_PEAK_H */

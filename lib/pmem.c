@@ -24,7 +24,10 @@
  * No lock: three atomic counters, each changed with compare-and-swap, so any lock may be held while
  * mapping.  `committed` is reserved before `mapped`, and released after it; `stacks` before both.
  */
+#include "pmem.h"
 #include "internal.h"
+#include "options.h"
+#include "peak.h"
 
 #include <sys/mman.h>
 

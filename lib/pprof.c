@@ -36,7 +36,15 @@
  * a field of our own (proto/profile.proto's Timeline), not comments: pprof prints every comment above
  * its reports, and a thousand points would bury them.
  */
-#include "internal.h"
+#include "pprof.h"
+#include "lazyload.h"
+#include "objects.h"
+#include "options.h"
+#include "peak.h"
+#include "pmem.h"
+#include "snapshot.h"
+#include "stacktab.h"
+#include "unwind.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -26,7 +26,17 @@
  * A fork child has no profiler thread: its interval and peak triggers are off, it has no periodic profiles
  * and no control socket, and the signals whose handler is still ours get their earlier disposition back.
  */
+#include "profiler.h"
+#include "control.h"
+#include "dump.h"
 #include "internal.h"
+#include "lazyload.h"
+#include "options.h"
+#include "peak.h"
+#include "sampler.h"
+#include "sheap.h"
+#include "unwind.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <semaphore.h>

@@ -26,8 +26,12 @@
  * over time (the peak, the timeline) and, with MIMALLOC_PROF_LIFETIMES, counts each freed sample under
  * the lifetime bucket of its set.
  */
+#include "record.h"
 #include "internal.h"
 #include "peak.h"
+#include "peak_inline.h"
+#include "pmem.h"
+#include "stacktab.h"
 
 #include <string.h>
 

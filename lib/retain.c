@@ -13,7 +13,9 @@
  * symbolic link, a directory or another user's file (anyone may plant those: fsout.c checks each name
  * just before its unlinkat(2), which never follows a link).
  */
-#include "internal.h"
+#include "dump.h"
+#include "fsout.h"
+#include "options.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -49,7 +49,18 @@
  * unattributed.  A request that fails anyway (mimalloc cannot serve it either) is not a sample: nothing
  * is counted.
  */
+#include "sampler.h"
 #include "internal.h"
+#include "mathfn.h"
+#include "mireal.h"
+#include "observer.h"
+#include "options.h"
+#include "peak.h"
+#include "record.h"
+#include "sheap.h"
+#include "slow.h"
+#include "stacktab.h"
+#include "unwind.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -48,7 +48,14 @@
  * Lock: sheap_lock (rank 2 in internal.h) protects the slots and arena.c, around every slot operation,
  * never held while taking another lock.  The filter and the slots' sizes are read without it.
  */
+#include "sheap.h"
+#include "arena.h"
 #include "internal.h"
+#include "mireal.h"
+#include "profiler.h"
+#include "record.h"
+#include "sampler.h"
+#include "slow.h"
 
 #include <errno.h>
 #include <string.h>

@@ -19,7 +19,13 @@
  * Frees and reallocs of sampled blocks run with the guard up (internal.h): a signal handler that
  * interrupts them and frees a sampled block has that free deferred, never taking a profiler lock twice.
  */
+#include "slow.h"
 #include "internal.h"
+#include "mireal.h"
+#include "observer.h"
+#include "record.h"
+#include "sampler.h"
+#include "sheap.h"
 
 #include <errno.h>
 #include <string.h>

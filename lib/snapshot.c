@@ -7,7 +7,14 @@
  * the profiler; what it sees stays as it was when the snapshot was taken.  The copy is temporary profiler
  * memory, which the tables leave free for it (pmem.c): a visit or a dump at a time always gets it.
  */
+#include "snapshot.h"
 #include "internal.h"
+#include "options.h"
+#include "peak.h"
+#include "pmem.h"
+#include "record.h"
+#include "sampler.h"
+#include "stacktab.h"
 
 #include <errno.h>
 #include <string.h>

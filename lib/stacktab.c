@@ -21,7 +21,10 @@
  * stopped) only while every record shard lock is held: a sampler that interned a stack before then can
  * never touch freed memory.  A stop only closes it to new stacks.
  */
+#include "stacktab.h"
 #include "internal.h"
+#include "peak.h"
+#include "pmem.h"
 
 #include <string.h>
 

@@ -58,7 +58,11 @@
  * pthread_getattr_np (it allocates, and reads /proc on the main thread); on an alternate signal stack
  * that lookup waits for a later sample.
  */
+#include "unwind.h"
+#include "internal.h"
+#include "options.h"
 #include "unwtab.h"
+#include "warn.h"
 
 #include <errno.h>
 #include <execinfo.h>

@@ -24,6 +24,8 @@
  * read.  Async-signal-safe and lock-free; stack use about 0.3 KiB besides a chunk's compilation.
  */
 #include "unwtab.h"
+#include "internal.h"
+#include "pmem.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>

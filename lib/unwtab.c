@@ -35,6 +35,8 @@
  * stays theirs); nothing per thread.
  */
 #include "unwtab.h"
+#include "objects.h"
+#include "pmem.h"
 
 #include <dlfcn.h>
 #include <link.h>

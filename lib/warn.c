@@ -6,7 +6,7 @@
  * lines per process is capped so a misbehaving program cannot flood its stderr.  The API never prints:
  * it returns an error code.
  */
-#include "internal.h"
+#include "warn.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -7,12 +7,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "mathfn.h"
 #include "suites.h"
 
 #if MPROF_PPROF
-
-double mprof_math_log(double x);
-double mprof_math_expm1(double x);
 
 #define N 1000000
 #define ULP_MAX 4.0

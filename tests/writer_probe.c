@@ -20,7 +20,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "dump.h"
+#include "lazyload.h"
+#include "objects.h"
+#include "pmem.h"
+#include "pprof.h"
+#include "snapshot.h"
+#include "unwind.h"
 
 #define PROBE_NAME "writer_probe"
 #include "probe_util.h"

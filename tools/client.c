@@ -37,7 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"   /* mprof_control_dir, mprof_control_socket, mprof_option_parse */
+#include "control.h"
+#include "ctldir.h"
+#include "options.h"
 #include "sym.h"
 
 #define CTL_REPLY_MAX    ((size_t)1 << 30)

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"   /* mprof_option_parse */
+#include "control.h"
+#include "options.h"
 
 static const char usage[] =
   "usage: mimalloc-prof ctl [--timeout SECONDS] PID start [RATE] | stop | reset | stats\n"

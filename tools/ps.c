@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"   /* MPROF_CONTROL_PATH_MAX */
+#include "ctldir.h"
 
 static const char usage[] =
   "usage: mimalloc-prof ps [--timeout SECONDS]\n"

@@ -34,7 +34,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "internal.h"   /* mprof_option_parse */
+#include "options.h"
 
 #ifndef MPROF_LIBDIR
 #define MPROF_LIBDIR "/usr/local/lib"

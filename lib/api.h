@@ -1,0 +1,11 @@
+/* api.h - the control socket's start, stop and reset (the profiler thread: no priming, no callback check) */
+#ifndef MPROF_API_H
+#define MPROF_API_H
+
+#include "record.h"
+
+bool mprof_api_control_start(size_t sample_rate, mprof_discarded_t *gone);
+bool mprof_api_control_stop(void);
+bool mprof_api_control_reset(mprof_discarded_t *gone);
+
+#endif /* MPROF_API_H */
