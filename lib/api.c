@@ -14,7 +14,6 @@
 #include "internal.h"
 #include "observer.h"
 #include "options.h"
-#include "peak.h"
 #include "pmem.h"
 #include "record.h"
 #include "sampler.h"

@@ -1,7 +1,7 @@
 /* internal.h - what every file of the library shares: the configuration, the attributes and per-thread
- * state of inline.h, the fixed point of estimated object counts, the lock order, the locks and the
- * reentrancy guard.  Each concern's interface is in its own header (sampler.h, sheap.h, record.h, ...),
- * which includes this one.
+ * state of inline.h, a request as the slow paths see it, the session, the fixed point of estimated object
+ * counts, the lock order, the locks and the reentrancy guard.  Each concern's interface is in its own
+ * header (sampler.h, sheap.h, record.h, ...), which includes this one.
  * Internal names that cross files are mprof_<concern>_<verb>; they are hidden (-fvisibility=hidden) and
  * never match the ^mi_prof_ export pattern. */
 #ifndef MPROF_INTERNAL_H
@@ -16,6 +16,19 @@
 #include <mimalloc.h>
 
 #include "inline.h"
+
+/* A request as the slow paths (slow.c), the sampler and sheap.c see it, from the C malloc family and from
+ * mimalloc's API alike: */
+typedef struct mprof_req_s mprof_req_t;
+struct mprof_req_s {
+  mi_heap_t *heap;                /* the heap asked for; NULL: the thread's default heap */
+  size_t     size;                /* bytes */
+  size_t     alignment, offset;   /* (p + offset) % alignment == 0; alignment 0: none asked */
+  bool       zero;
+  void *(*plain)(const mprof_req_t *r);                 /* serves it unsampled: the entry point's own
+                                                         * semantics (errno, NULL) */
+  void *(*plain_realloc)(void *p, const mprof_req_t *r); /* realloc entry points: p ordinary, unsampled */
+};
 
 #if MPROF_PPROF
 
@@ -58,6 +71,15 @@
  * it takes its own fork locks (stdio's list, malloc's); nothing of the profiler uses stdio streams.
  * Profiler memory (pmem.c) and the counters of dropped samples are lock-free atomics. */
 
+/* The session every thread compares its own against on each slow path (sampler.c publishes it).  `word`
+ * is (id << 1) | running; rate and seed are written before word (release) and stay fixed for the session. */
+typedef struct mprof_session_s {
+  uint64_t word;
+  uint64_t rate;     /* sample rate, bytes */
+  uint64_t seed;     /* 0 = fresh entropy per thread */
+} mprof_session_t;
+
+extern mprof_session_t mprof_session;
 
 /* The reentrancy guard.  It is up while the profiler runs on this thread: a sample, the free or realloc
  * of a sampled block, an observer callback, an API call that takes profiler locks.  An allocation then

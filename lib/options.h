@@ -31,6 +31,9 @@ typedef enum mprof_option_e {
   MPROF_OPT_COUNT
 } mprof_option_t;
 
+/* MIMALLOC_PROF_LIFETIMES, fixed at load (defined in peak.c, set by api.c). */
+extern bool mprof_lifetimes;
+
 void        mprof_options_init(void);
 uint64_t    mprof_option(mprof_option_t id);
 const char *mprof_option_str(mprof_option_t id);

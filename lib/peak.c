@@ -49,6 +49,7 @@
  */
 #include "peak.h"
 #include "internal.h"
+#include "options.h"
 #include "peak_inline.h"
 #include "pmem.h"
 #include "profiler.h"

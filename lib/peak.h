@@ -7,12 +7,12 @@
 #include "record.h"
 #include "stacktab.h"
 
+/* Two-way by design: record.c calls these under its shard locks, and they read its records and totals. */
+
 typedef struct mprof_point_s {
   uint64_t t_ns;                   /* CLOCK_MONOTONIC */
   uint64_t inuse_bytes, alloc_bytes;   /* estimated totals then */
 } mprof_point_t;
-
-extern bool mprof_lifetimes;       /* MIMALLOC_PROF_LIFETIMES, fixed at load */
 
 static inline uint64_t mprof_mono_ns(void)
 {

@@ -27,7 +27,6 @@
 #include "pmem.h"
 #include "internal.h"
 #include "options.h"
-#include "peak.h"
 
 #include <sys/mman.h>
 

@@ -33,7 +33,6 @@
 #include "lazyload.h"
 #include "options.h"
 #include "peak.h"
-#include "sampler.h"
 #include "sheap.h"
 #include "unwind.h"
 #include "warn.h"

@@ -4,6 +4,8 @@
 
 #include "internal.h"
 
+/* Two-way by design: dump.c, peak.c and sheap.c wake this thread, which calls them back to dump and purge. */
+
 bool mprof_profiler_init(void);                /* at load: starts the thread if a trigger needs it */
 void mprof_profiler_session_begin(uint64_t rate);
 #define MPROF_TRIGGER_INTERVAL 1u

@@ -28,6 +28,7 @@
  */
 #include "record.h"
 #include "internal.h"
+#include "options.h"
 #include "peak.h"
 #include "peak_inline.h"
 #include "pmem.h"

@@ -58,7 +58,6 @@
 #include "peak.h"
 #include "record.h"
 #include "sheap.h"
-#include "slow.h"
 #include "stacktab.h"
 #include "unwind.h"
 

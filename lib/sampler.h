@@ -2,17 +2,7 @@
 #ifndef MPROF_SAMPLER_H
 #define MPROF_SAMPLER_H
 
-#include "slow.h"
-
-/* The session every thread compares its own against on each slow path.  `word` is (id << 1) | running;
- * rate and seed are written before word (release) and stay fixed for the session. */
-typedef struct mprof_session_s {
-  uint64_t word;
-  uint64_t rate;     /* sample rate, bytes */
-  uint64_t seed;     /* 0 = fresh entropy per thread */
-} mprof_session_t;
-
-extern mprof_session_t mprof_session;
+#include "internal.h"
 
 void mprof_session_publish(uint64_t id, bool running, uint64_t rate, uint64_t seed);
 void mprof_sampler_prefork(void);

@@ -54,8 +54,6 @@
 #include "mireal.h"
 #include "profiler.h"
 #include "record.h"
-#include "sampler.h"
-#include "slow.h"
 
 #include <errno.h>
 #include <string.h>

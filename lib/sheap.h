@@ -4,7 +4,7 @@
 #define MPROF_SHEAP_H
 
 #include "arena.h"
-#include "slow.h"
+#include "mireal.h"
 
 #if MPROF_PPROF
 

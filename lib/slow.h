@@ -11,17 +11,6 @@
 
 #if MPROF_PPROF
 
-/* A request as the slow paths see it, from the C malloc family and from mimalloc's API alike: */
-typedef struct mprof_req_s mprof_req_t;
-struct mprof_req_s {
-  mi_heap_t *heap;                /* the heap asked for; NULL: the thread's default heap */
-  size_t     size;                /* bytes */
-  size_t     alignment, offset;   /* (p + offset) % alignment == 0; alignment 0: none asked */
-  bool       zero;
-  void *(*plain)(const mprof_req_t *r);                 /* serves it unsampled: the entry point's own
-                                                         * semantics (errno, NULL) */
-  void *(*plain_realloc)(void *p, const mprof_req_t *r); /* realloc entry points: p ordinary, unsampled */
-};
 
 void  *mprof_alloc_slow(size_t size, size_t alignment, bool zero) MPROF_NOINLINE MPROF_COLD;   /* C family */
 void  *mprof_realloc_slow(void *p, size_t size) MPROF_NOINLINE MPROF_COLD;
@@ -55,14 +44,6 @@ static inline void *mprof_realloc_slow(void *p, size_t size) { return mprof_allo
 static inline void mprof_free_slow(void *p) { mprof_mi.mi_free(p); }
 
 /* mimalloc's API (mi_api.c) passes everything through. */
-typedef struct mprof_req_s mprof_req_t;
-struct mprof_req_s {
-  mi_heap_t *heap;
-  size_t     size, alignment, offset;
-  bool       zero;
-  void *(*plain)(const mprof_req_t *r);
-  void *(*plain_realloc)(void *p, const mprof_req_t *r);
-};
 static inline void *mprof_alloc_slow_req(const mprof_req_t *r) { return r->plain(r); }
 static inline void *mprof_realloc_slow_req(void *p, const mprof_req_t *r, bool wrapped)
 {

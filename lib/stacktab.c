@@ -23,7 +23,7 @@
  */
 #include "stacktab.h"
 #include "internal.h"
-#include "peak.h"
+#include "options.h"
 #include "pmem.h"
 
 #include <string.h>
