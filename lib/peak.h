@@ -21,8 +21,8 @@ static inline uint64_t mprof_mono_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A sample and its free: mprof_peak_sample and mprof_peak_free (peak.h, inline in record.c).  A dropped
- * sample's allocated weight, with nothing in use: */
+/* A sample and its free: mprof_peak_sample and mprof_peak_free (peak_inline.h, inline in record.c).  A
+ * dropped sample's allocated weight, with nothing in use: */
 void mprof_peak_alloc_only(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes);
 /* Every record shard lock held: */
 void mprof_peak_begin(uint64_t now_ns);            /* a session starts */
