@@ -89,7 +89,7 @@ MPROF_EXPORT void *realloc(void *p, size_t size)
 {
   if (mprof_unlikely(size > MPROF_MAX_REQUEST)) return mprof_fail_null(ENOMEM);
   void *q = mprof_mi.mi_realloc(p, size);
-  MPROF_KEEP_FRAME(q);             /* a call, not a jump, on i386 (internal.h) */
+  MPROF_KEEP_FRAME(q);             /* a call, not a jump, on i386 (mireal.h) */
   return q;
 }
 

@@ -1,6 +1,6 @@
 /* control.c - the control socket (MIMALLOC_PROF_CONTROL): a Unix stream socket per process through which
  * the process's owner (or root) starts, stops and resets sampling, reads the statistics and takes a heap
- * profile, with a small length-prefixed protocol (mimalloc_prof(3), CONTROL SOCKET; internal.h).
+ * profile, with a small length-prefixed protocol (mimalloc_prof(3), CONTROL SOCKET; control.h).
  *
  * At load (mprof_control_init, from the constructor): the private directory (ctldir.c), the socket
  * DIR/PID.sock, and a socket pair whose one end wakes the profiler thread (mprof_control_wake, from

@@ -11,7 +11,7 @@
  * for impossible requests, new_handler and std::bad_alloc for the mi_new family.  Two rules shape the
  * code:
  *   - After a fast path charged the countdown, only "leaf" functions of libmimalloc are called (see
- *     internal.h): its composite functions call its exported ones through the PLT, which would bring
+ *     mireal.h): its composite functions call its exported ones through the PLT, which would bring
  *     them back here to be charged again.  So the composites (aligned, n-ary, string, POSIX, aligned
  *     realloc) are written here, on the leaves, as mimalloc writes them.
  *   - A request is served unsampled (`plain`) by the same leaf the fast path uses, so its failure looks
@@ -316,7 +316,7 @@ static MPROF_NOINLINE void *realloc_req(mi_heap_t *heap, void *p, size_t size, s
 API void *mi_realloc(void *p, size_t size)
 {
   void *q = mprof_mi.mi_realloc(p, size);
-  MPROF_KEEP_FRAME(q);             /* a call, not a jump, on i386 (internal.h) */
+  MPROF_KEEP_FRAME(q);             /* a call, not a jump, on i386 (mireal.h) */
   return q;
 }
 

@@ -3,7 +3,7 @@
  * Why: whenever libmimalloc.so.2 comes before libstdc++ in the dynamic linker's lookup order (a program
  * linked with -lmimalloc, or a library that pulls it in early), the process gets *mimalloc's* operators,
  * which call mi_new directly: those allocations would bypass this library (never sampled) and aligned new
- * hits mimalloc 2.0.9's misalignment bug (see internal.h).  Exporting the operators ourselves puts every
+ * hits mimalloc 2.0.9's misalignment bug (see mireal.h).  Exporting the operators ourselves puts every
  * C++ allocation through the same paths as malloc.
  *
  * Failure, without linking a C++ runtime: when the allocation fails, the operator hands the request to

@@ -7,7 +7,7 @@
  *
  * Dumps are always possible: the tables may not grow into the memory one dump of what they hold
  * needs.  That reserve is MPROF_DUMP_FIXED_BYTES plus, for every stack in the stack table, what a dump
- * needs per stack and per frame (MPROF_DUMP_STACK_BYTES, MPROF_DUMP_FRAME_BYTES, derived in internal.h);
+ * needs per stack and per frame (MPROF_DUMP_STACK_BYTES, MPROF_DUMP_FRAME_BYTES, derived in pmem.h);
  * stacktab.c reserves it with each stack it adds.  `committed` = tables mapped + stack reserves, and
  * must stay within the budget less the fixed part; a temporary mapping (a dump, a visit) only has to fit
  * under the budget.  So one dump (or visit) at a time always finds the memory it needs, whatever the

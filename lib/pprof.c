@@ -9,7 +9,7 @@
  *
  * Memory: zlib's state and two buffers (fixed), plus two words per frame of the snapshot, nothing per
  * sample: the sorted distinct return addresses (location id = index + 1) and their names.  pmem.c keeps
- * that much free for one dump whatever the tables take (internal.h derives the numbers), so a full
+ * that much free for one dump whatever the tables take (pmem.h derives the numbers), so a full
  * MIMALLOC_PROF_MAX_BYTES never prevents a profile.  Nothing here calls malloc and no loader lock is
  * taken (the names come from objects.c), so it runs under dump_lock.
  *

@@ -9,7 +9,7 @@
  * the same memory for the whole session), and a bump pool for the frames.  All of it is profiler memory
  * (pmem.c) under the stack table's share of the budget; when it cannot grow the sample is dropped
  * (MI_PROF_DROP_STACKS).  Each entry added also reserves the memory a dump of it needs (mprof_pmem_reserve;
- * internal.h derives the amount), so the table never takes what a dump needs; an entry that cannot is dropped
+ * pmem.h derives the amount), so the table never takes what a dump needs; an entry that cannot is dropped
  * for memory too.
  *
  * Label sets are bounded per stack: after MPROF_LABEL_SETS of them, a sample with new labels goes to the
@@ -230,7 +230,7 @@ static uint32_t append(shard_t *s, const lookup_t *k, size_t slot, const mprof_s
     *why = MI_PROF_DROP_STACKS;
     return 0;
   }
-  size_t depth = up != NULL ? up->depth : k->depth;   /* a stack's share: its frames (internal.h) */
+  size_t depth = up != NULL ? up->depth : k->depth;   /* a stack's share: its frames (pmem.h) */
   size_t reserve = up == NULL ? depth * MPROF_DUMP_FRAME_BYTES : MPROF_DUMP_STACK_BYTES;
   if (!mprof_pmem_reserve_stacks(reserve)) return 0;
   if (s->chunk[c] == NULL) s->chunk[c] = mprof_pmem_map_stacks(CHUNK_BYTES);

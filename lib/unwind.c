@@ -6,7 +6,7 @@
  * with the library's own frames (the malloc entry point, the slow path, this file) skipped by address:
  * leading frames inside the library's executable segments are dropped, and so are leading frames in
  * libmimalloc's (a composite such as mi_realloc between our entry point and our leaf, which it calls
- * through its PLT: a call, not a tail call, on i386; see MPROF_KEEP_FRAME in internal.h).
+ * through its PLT: a call, not a tail call, on i386; see MPROF_KEEP_FRAME in mireal.h).
  *
  * MIMALLOC_PROF_UNWIND selects the unwinder; "auto" takes the table unwinder where the platform has it
  * (x86-64 and aarch64 with glibc 2.35 or later: MPROF_HAVE_TABLE), else libunwind when the library was

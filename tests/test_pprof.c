@@ -598,7 +598,7 @@ START_TEST(pprof_dropped_locations)
 END_TEST
 
 /* The tables keep MPROF_DUMP_FIXED_BYTES + MPROF_DUMP_STACK_BYTES per stack + MPROF_DUMP_FRAME_BYTES per
- * frame free for one dump (lib/internal.h); the dump must never take more.  Worst case for the writer: no
+ * frame free for one dump (lib/pmem.h); the dump must never take more.  Worst case for the writer: no
  * frame shared, so every frame is its own location and name.  20000 stacks of 16 frames: the most
  * temporary profiler memory the write took (with the snapshot and the object list) stays within that
  * reserve, and the object list within its allowance. */

@@ -1,8 +1,8 @@
 /* writer_probe.c - the profile writer and the leak report fed with synthetic snapshots (test_pprof.c).
- * Linked statically with the library (libtool -static), so the library's internal functions (internal.h)
- * are in reach: the snapshot is built here, not sampled, which lets a test give the writer exactly the
- * stacks it wants: every dropped sample's one-frame stack (MI_PROF_FRAME_DROPPED(reason)), a frame in no
- * mapping, or many distinct frames.
+ * Linked statically with the library (libtool -static), so the library's internal functions (pprof.h,
+ * dump.h, snapshot.h) are in reach: the snapshot is built here, not sampled, which lets a test give the
+ * writer exactly the stacks it wants: every dropped sample's one-frame stack
+ * (MI_PROF_FRAME_DROPPED(reason)), a frame in no mapping, or many distinct frames.
  *
  * Modes (argv[1]); "key value" lines on stdout, "writer_probe: ..." on stderr and exit 1 on a failure:
  *   dropped PATH         a profile of one stack per drop reason (stack r: r + 1 objects of 1000 bytes),
