@@ -23,7 +23,7 @@ extern mprof_mi_t mprof_mi MPROF_HIDDEN;   /* hidden: addressed %rip-relative */
  * a call would come back to our wrapper and be charged twice.  mi_heap_malloc_aligned_at and
  * mi_heap_zalloc_aligned_at are leaves (and take mimalloc's general aligned path: Debian's 2.0.9
  * mi_malloc_aligned() returns misaligned blocks for power-of-two sizes of 256..1024 bytes at alignments
- * 32..size, mimalloc issue #700), and so is mi_heap_realloc.  tests/test_mi_api.c checks every entry
+ * 32..size: its aligned fast path), and so is mi_heap_realloc.  tests/test_mi_api.c checks every entry
  * point for a double charge. */
 #define mprof_mi_malloc_aligned(size, alignment) \
   mprof_mi.mi_heap_malloc_aligned_at(mprof_mi.mi_heap_get_default(), (size), (alignment), 0)
