@@ -232,7 +232,7 @@ bool mi_prof_set_observer(mi_prof_sample_fn *on_sample, mi_prof_free_fn *on_free
 }
 
 /* ---------------------------------------------------------------------------------------------------
-   fork: the prepare handler takes every profiler lock from api_lock on in rank order, so the child starts
+   fork: the prepare handler takes ranks 1..4 (api_lock to the stack shards) in order, so the child starts
    with none held and with consistent tables; the child keeps sampling (the sampled-block heap needs no
    thread of its own to be used, only sheap_lock).  It does not wait for a dump being written (dump_lock):
    the writer may be blocked on a reader that is the forking thread, or on I/O; dump.c re-initialises its

@@ -1,4 +1,5 @@
-/* api.h - the control socket's start, stop and reset (the profiler thread: no priming, no callback check) */
+/* api.h - what api.c (the mi_prof_* API, the constructor, the fork handlers) offers the rest: the control
+ * socket's start, stop and reset (run on the profiler thread: no priming, no callback check) */
 #ifndef MPROF_API_H
 #define MPROF_API_H
 

@@ -67,7 +67,7 @@ struct mprof_req_s {
  * The profiler thread serving the control socket (control.c) holds none of these while it waits for a client
  * or talks to one: it takes dump_lock (through mi_prof_dump_fd) to write a profile into memory, and sends it
  * afterwards; start, stop, reset and stats take api_lock as the API does.
- * fork: glibc runs the atfork prepare handlers (api.c: 1..4 in order, after waiting for unwinders) before
+ * fork: glibc runs the atfork prepare handlers (api.c: 1..4 in order; unwinds are never waited for) before
  * it takes its own fork locks (stdio's list, malloc's); nothing of the profiler uses stdio streams.
  * Profiler memory (pmem.c) and the counters of dropped samples are lock-free atomics. */
 
@@ -96,8 +96,9 @@ static inline size_t mprof_guard_enter(void)
 
 void mprof_guard_drain(mprof_tls_t *t);   /* frees what was deferred; guard still up (slow.c) */
 
-/* The profiler's own locks (ranks 1..5), counted per thread: a fork from a signal handler that interrupted
- * its thread while that thread held one must not take them again (api.c's fork handlers). */
+/* The profiler's own mutexes (ranks 1..4; peak_lock is a spinlock), counted per thread: a fork from a
+ * signal handler that interrupted its thread while that thread held one must not take them again (api.c's
+ * fork handlers). */
 static inline void mprof_lock(pthread_mutex_t *m)
 {
   mprof_tls.locks++;

@@ -1,8 +1,8 @@
-/* lazylib.c - zlib and protobuf-c, loaded when first needed (lazylib.h).
+/* lazylib.c - zlib and protobuf-c, loaded when first needed (lazyload.h; the calls into them: lazylib.h).
  *
  * The library is linked to neither (nor to libm: mathfn.c): a process that links or preloads it and never
- * dumps maps neither and pays none of their start-up (a trivial program: 124 KiB less resident, their
- * pages, which the loader's symbol lookups touched while they were in the process's scope).  They are
+ * dumps maps neither and pays none of their start-up (their pages, which the loader's symbol lookups touch
+ * while they are in the process's scope: doc/design/profiles.md has the measured cost).  They are
  * loaded by soname with dlopen(RTLD_LOCAL) and their functions looked up in those handles (never by name
  * in the process's scope, where a program's function of the same name would be found), before a dump
  * takes dump_lock (dump.c), and when the profiler thread starts (profiler.c): it never allocates, so it

@@ -13,7 +13,7 @@
  * first (an allocation by the loader or another library's constructor before ours).  Resolution is
  * idempotent (every thread that races through it stores the same values), allocates nothing and takes no
  * profiler lock: finding the object takes the loader's list lock, in dl_iterate_phdr (see the lock order
- * in mireal.h); a lookup after that reads memory only, so it is async-signal-safe.
+ * in internal.h); a lookup after that reads memory only, so it is async-signal-safe.
  */
 #include "mireal.h"
 

@@ -37,8 +37,8 @@
  *
  * The timeline: points (time, in-use, allocated: the full estimates) in a fixed buffer of
  * MPROF_TIMELINE_POINTS: at each snapshot, at each new peak, and at each change that moves the in-use
- * estimate from the last point by a sixteenth of it and at least four sample periods (peak.h: only then
- * is the clock read, 15 instructions under callgrind and 25 ns here; a move smaller than a few samples'
+ * estimate from the last point by a sixteenth of it and at least four sample periods (peak_inline.h: only
+ * then is the clock read, 15 instructions under callgrind and 25 ns here; a move smaller than a few samples'
  * weight is within the estimate's noise and shows at the next point).  Points closer than `spacing_ns` to
  * the start of the last point's window update that point when they are higher (a point is the highest
  * state of its window, at its time); when the buffer is full, neighbouring points are merged pairwise,
@@ -102,7 +102,7 @@ static void timeline_clear(uint64_t now)
   mprof_peak_timeline_add(now);
 }
 
-/* A dropped sample's allocated weight, with nothing in use (samples and frees: peak.h); the allocated
+/* A dropped sample's allocated weight, with nothing in use (samples and frees: peak_inline.h); the allocated
  * estimate shows at the timeline's next point. */
 void mprof_peak_alloc_only(mprof_stack_t *e, uint64_t obj_fx, uint64_t bytes)
 {

@@ -167,7 +167,7 @@ static void totals_sub_live(mprof_totals_t *t, const mprof_record_t *r, uint64_t
 }
 
 /* When a record's block is freed: with lifetimes, now, for a sample; else 0 (the timeline reads the clock
- * when it needs to: peak.h). */
+ * when it needs to: peak_inline.h). */
 static uint64_t free_time(const mprof_record_t *r)
 {
   return mprof_lifetimes && !(r->flags & MPROF_RECORD_ORPHAN) ? mprof_mono_ns() : 0;

@@ -39,7 +39,7 @@
  * time would cost more than the reads it saves).
  *
  * Time.  A sample's time (CLOCK_MONOTONIC) is read only with MIMALLOC_PROF_LIFETIMES (its lifetime
- * starts then); the timeline reads the clock itself when it needs a point (peak.h).
+ * starts then); the timeline reads the clock itself when it needs a point (peak_inline.h).
  *
  * Samples that cannot be fully recorded keep their weight.  Without a stack (unwinder failure, no stack
  * room, a fork in progress, the stack table full or out of memory) the sample is recorded under the

@@ -19,7 +19,7 @@
  * takes most samples (python3's start-up, with all its samples on the main thread, cost 0.8% more
  * instructions with libgcc first).  So libgcc is primed with libunwind too, in every process, threads or
  * not: 94 k instructions once, against 72 k instructions and 64 page faults per sampling thread without
- * it (bench/thread_churn: 112.8 k minor faults -> 1.0 k, wall 0.50 -> 0.24 s, stopped 0.23 s).
+ * it (bench/thread_churn, which starts a thread per task, takes 1.0 k minor faults).
  *
  * Loading (the loader locks are rank -1 in internal.h: outermost).  libunwind is dlopen'ed, and glibc's
  * backtrace() dlopens libgcc_s on its first call.  mprof_unwind_prime() does both, once per process (with

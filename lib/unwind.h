@@ -24,4 +24,11 @@ void             mprof_unwind_postfork_child(void); /* what the child may still 
 void             mprof_unwind_release(void);        /* mi_prof_stop: the table unwinder's tables go */
 const char      *mprof_unwind_name(mprof_unwinder_t u);
 
+/* Reads n words (bytes) at addr outside the memory proven mapped (process_vm_readv); false when it
+ * cannot.  The table unwinder (unwtab.c, unwind_table.c) reads through these while unwind.c calls it to
+ * walk: the two depend on each other by design (one owns the thread's stack, the other the tables). */
+bool             mprof_unwind_read_words(uintptr_t addr, uintptr_t *out, size_t n);
+bool             mprof_unwind_read_bytes(uintptr_t addr, void *out, size_t n);
+bool             mprof_unwind_foreign_refused(void);   /* process_vm_readv gave ENOSYS or EPERM */
+
 #endif /* MPROF_UNWIND_H */

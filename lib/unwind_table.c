@@ -26,6 +26,7 @@
 #include "unwtab.h"
 #include "internal.h"
 #include "pmem.h"
+#include "unwind.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>

@@ -37,6 +37,7 @@
 #include "unwtab.h"
 #include "objects.h"
 #include "pmem.h"
+#include "unwind.h"
 
 #include <dlfcn.h>
 #include <link.h>

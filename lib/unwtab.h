@@ -287,10 +287,5 @@ void   mprof_unwind_table_note(const mprof_walk_env_t *env, mprof_walk_end_t end
  * counted and, for the first ones that differ, kept for the report at exit. */
 void   mprof_unwind_check_note(const uintptr_t *a, size_t na, const uintptr_t *b, size_t nb,
                                mprof_walk_end_t end, bool handed);
-/* unwind.c: reads n words at addr outside the memory proven mapped (process_vm_readv); false when it
- * cannot. */
-bool   mprof_unwind_read_words(uintptr_t addr, uintptr_t *out, size_t n);
-bool   mprof_unwind_read_bytes(uintptr_t addr, void *out, size_t n);
-bool   mprof_unwind_foreign_refused(void);        /* process_vm_readv gave ENOSYS or EPERM */
 
 #endif /* MPROF_UNWTAB_H */
