@@ -39,7 +39,7 @@ static size_t next_size(void) { return 64 + (size_t)(next_size_random() >> 52); 
  * 1.7 KiB with its label set, its lifetime buckets and their share of a dump; ~10,000 stacks are sampled
  * at rate 65536, all 50,000 at 4096), so most samples are recorded under "[dropped (memory)]":
  * site_budget's own row shares its samples with that one and is not gated ("spills"), [total] is, and
- * the acceptance of issue 23 is [total]'s in-use within 5% of the truth. */
+ * the acceptance check is [total]'s in-use within 5% of the truth. */
 #define BUDGET_LEVELS 16
 #define BUDGET_PATHS  50000u
 #define BUDGET_ROUNDS 4

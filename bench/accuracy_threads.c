@@ -191,7 +191,7 @@ void acc_w_restart(uint64_t rate, uint64_t seed, size_t div)
   acc_start(rate, seed);                /* session 2 */
   pthread_barrier_wait(&phase);
   /* Session 2: 32 MiB each at site_restart_both and site_restart_new (half kept), and half of
-   * session 1's blocks freed (the library no longer tracks them). */
+   * session 1's blocks freed (the library stopped tracking them at the stop). */
   for (size_t i = 0, n = acc_scaled(8192, div, 1); i < n; i++) {
     void *p = acc_check(site_restart_both(4000));
     acc_alloc(ACC_restart_both, 4000);

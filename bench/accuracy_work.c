@@ -411,14 +411,14 @@ static void w_varied(uint64_t rate, uint64_t seed, size_t div)
   }
 }
 
-/* The accounting rule for realloc the truth assumes (issue 10 leaves the choice to the library; this
- * is the rule jemalloc and the library's own documentation use): realloc(p, n) is a free of p and an
- * allocation of n bytes at the realloc's site, sampled like any other, whether the block moves or not.
+/* The accounting rule for realloc the truth assumes (a choice the library makes; this is the rule
+ * jemalloc and the library's own documentation use): realloc(p, n) is a free of p and an allocation of n
+ * bytes at the realloc's site, sampled like any other, whether the block moves or not.
  * So a chain's blocks are in use only at the site of its last realloc.  Another rule changes this
  * function (and the variance: what is sampled with which p). */
 static void count_realloc(int site, size_t size) { acc_alloc(site, size); }
 
-/* Issue 10's realloc in place: each chain stays inside mimalloc's 1024-byte block. */
+/* Realloc in place: each chain stays inside mimalloc's 1024-byte block. */
 static void w_realloc_inplace(uint64_t rate, uint64_t seed, size_t div)
 {
   acc_start(rate, seed);
@@ -487,7 +487,7 @@ static void w_bun(uint64_t rate, uint64_t seed, size_t div)
   if (rate == 65536) acc_line("accept bun-share small_share inuse_space abs 0.01");
 }
 
-/* Tiny blocks at tiny rates (issue 10 items 2 and 4): two sites of SIZE bytes, alternating, one kept
+/* Tiny blocks at tiny rates: two sites of SIZE bytes, alternating, one kept
  * and one freed at once, so each allocation follows one of the other site. */
 static void w_tiny(uint64_t rate, uint64_t seed, size_t div, size_t size)
 {
@@ -519,12 +519,12 @@ static void w_rounding(uint64_t rate, uint64_t seed, size_t div)
   }
 }
 
-/* The peak workloads (issue 22): 1600 blocks of 64 KiB (100 MiB) from site_peak_build, then, with
+/* The peak workloads: 1600 blocks of 64 KiB (100 MiB) from site_peak_build, then, with
  * `turnovers`, a plateau over which a random one is freed and replaced at the same site as many times as
  * there are blocks, `turnovers` times over (a cache turning over: the in-use truth stays at 100 MiB, the
  * estimate's noise is drawn again each time); all freed; then 40 x 256 KiB from site_peak_keep, kept.
  * The true peak is the end of the build (100 MiB at site_peak_build, nothing at site_peak_keep); the
- * acceptance of issue 22 is the mean peak estimate within 5% of it, for the site and in total. */
+ * acceptance check is the mean peak estimate within 5% of it, for the site and in total. */
 #define PEAK_BLOCKS 1600
 static void *peak_blocks[PEAK_BLOCKS];
 

@@ -25,7 +25,7 @@ Runs every workload under every allocator configuration and writes results.json 
 This file is the command line; the work is in the modules beside it: harness_setup.py (configurations,
 workloads, environments), harness_run.py (running the programs: the callgrind, timing and samples
 phases), harness_micro.py (the microbenchmarks), harness_stats.py (medians, ratios, intervals),
-harness_report.py (results.json), harness_accept.py (issue 13's acceptance criteria) and
+harness_report.py (results.json), harness_accept.py (the acceptance criteria) and
 harness_markdown.py (results.md).
 
 Only the Python standard library; the timed work all runs in native processes.

@@ -1,5 +1,5 @@
-"""harness_accept.py - the acceptance criteria of issues 13 and 24, checked by bench/harness.py against the
-figures of a run (also when an earlier run is rendered again)."""
+"""harness_accept.py - the acceptance criteria (profiling cost and memory), checked by bench/harness.py
+against the figures of a run (also when an earlier run is rendered again)."""
 import statistics
 
 from harness_setup import UNWINDERS
@@ -10,9 +10,9 @@ SINGLE_THREADED = ["malloc_loop", "mixed_live", "realloc_heavy", "aligned", "std
 # The profiler's own code: what sampling runs besides the program, mimalloc and libc (whose counts in a
 # multi-threaded program under valgrind move with the thread interleaving, see the A/A control).
 OWN_OBJECTS = ("libmimalloc-prof", "libunwind", "liblzma", "libgcc_s", "ld-linux", "libm.so")
-RSS_FIXED_KIB = 1536        # issue 13: extra peak RSS <= 1.5 MiB + 1 KiB per live sample
+RSS_FIXED_KIB = 1536        # extra peak RSS <= 1.5 MiB + 1 KiB per live sample
 RSS_PER_SAMPLE_KIB = 1
-RSS_TRIVIAL_KIB = 128       # issue 24: /bin/true's peak RSS, stopped, over plain mimalloc's
+RSS_TRIVIAL_KIB = 128       # /bin/true's peak RSS, stopped, over plain mimalloc's
 INSTR_GEOMEAN_C = 1.0015    # sampling / stopped instructions, geometric mean over the C workloads
 INSTR_STDIO = 1.002         # ... and on the single-threaded stdio workload
 WALL_MAX = 1.15             # sampling / stopped wall time, every workload

@@ -130,7 +130,7 @@ def markdown(doc, a):
                                                 t.get("note") or ""))
     add("")
 
-    # Issue 13's acceptance
+    # The acceptance criteria (harness_accept.py)
     acc = doc.get("acceptance") or {}
     if acc.get("criteria"):
         add("## Acceptance (issue 13): sampling at %d against ours stopped" % meta["rate"])

@@ -17,8 +17,8 @@
 # thread_short, rptest_like, mstress_like, xmalloc_like (bench/*.c) and python3, sqlite3, perl (Debian's
 # programs on bench/py_workload.py, sqlite_workload.sql, pl_workload.pl): instructions (callgrind), wall
 # and CPU time and peak RSS (interleaved rounds), samples and memory per run (bench/stats_report.c), the
-# acceptance checks of issue 13, and runs the microbenchmarks (cost per sample, dump time, profiler
-# memory).  Writes
+# acceptance checks (bench/harness_accept.py), and runs the microbenchmarks (cost per sample, dump
+# time, profiler memory).  Writes
 # OUT/results.json and OUT/results.md and prints the markdown.  See bench/README.md.
 #
 # Usage: bench/run.sh [LIB]   (LIB: a built libmimalloc-prof.so.0 to measure instead of building one)

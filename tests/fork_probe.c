@@ -238,7 +238,7 @@ static int mode_forkinside(void)
 /* forkstorm [FORKS RATE]: 4 threads allocate (16..4111 bytes, a window of 64 live blocks each) at RATE
  * (default 4096) while the main thread forks FORKS times (default 100) back to back; each child takes one
  * sample of 1 MiB (p = 1) and exits 0 if it got a stack, 2 if it was dropped as MI_PROF_DROP_FORK.  The
- * parent's samples and drops, and the children's outcomes (issue 10's fork window, measured). */
+ * parent's samples and drops, and the children's outcomes (samples around fork(), measured). */
 static void *storm_thread(void *arg)
 {
   uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ull | 1;

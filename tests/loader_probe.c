@@ -8,8 +8,9 @@
  * unwinder (libunwind by dlopen, libgcc through glibc's backtrace()) and so waits for the loader's lock;
  * the probe waits until B is seen blocked on a lock inside the loader (/proc/self/task/TID/syscall: a
  * futex wait on an address in ld.so's _rtld_global), or done (fp loads nothing), before it lets the
- * constructor call the API (stats or start).  The library used to hold its API lock while loading: both
- * threads then waited for each other forever.  No sleeps: pipes and the kernel's view of B.
+ * constructor call the API (stats or start).  The library must not hold its API lock while it loads the
+ * unwinder: both threads would then wait for each other forever.  No sleeps: pipes and the kernel's view
+ * of B.
  *
  * Prints "key value" lines: b_blocked (B was seen waiting inside the loader), b_started, ctor_ok, and
  * the samples and drops after the main thread allocates a little at rate 1 once both are done.  Or only

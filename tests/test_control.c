@@ -1,4 +1,4 @@
-/* test_control.c - the control socket (lib/control.c, issue 15), spoken to directly with the protocol of
+/* test_control.c - the control socket (lib/control.c), spoken to directly with the protocol of
  * mimalloc_prof(3), CONTROL SOCKET: where the socket is and who may use it, every request, malformed and
  * concurrent clients, slow and half-closed ones, a program that closes our descriptors, fork, and no malloc
  * on the profiler thread while it serves.

@@ -1,5 +1,5 @@
 /* test_dump.c - heap profile dumps (lib/dump.c, lib/profiler.c's triggers): catalogue D32 (triggers) and
- * D33 (leak report), dump errors, and dumps at a full profiler memory budget (issue 12, C24's dump part).
+ * D33 (leak report), dump errors, and dumps at a full profiler memory budget (C24's dump part).
  *
  * The triggers, the leak report and the budget depend on MIMALLOC_PROF_* options, read once at load, so
  * those tests run tests/pprof_probe in a subprocess with MIMALLOC_PROF_PREFIX in a temporary directory;
@@ -467,7 +467,7 @@ START_TEST(dump_budget_dropped)
 }
 END_TEST
 
-/* Issue 12: MIMALLOC_PROF_MAX_BYTES=1m, rate 1 (every block of 64..1087 bytes is sampled: P(an interval
+/* Full budget: MIMALLOC_PROF_MAX_BYTES=1m, rate 1 (every block of 64..1087 bytes is sampled: P(an interval
  * exceeds 64 bytes) = e^-64, and each sample stands for exactly its own size and one object), 50000
  * blocks through 50000 distinct stacks kept live, MIMALLOC_PROF_FINAL=1 and MIMALLOC_PROF_LEAK=1.  The
  * tables fill the budget (samples dropped for memory), yet the final profile comes out complete: its sums

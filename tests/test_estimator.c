@@ -183,10 +183,10 @@ static void *fork_worker(void *arg)
 }
 
 /* Four threads allocate 256-byte blocks while the main thread forks 100 times back to back (each child
- * exits at once), rate 4096.  Samples taken while a fork is being prepared cannot be unwound; they used to
- * vanish (0.12x the truth with fp, 0.03x with libunwind) and now count under a "dropped" stack.  With
- * n allocations in all, p = p(256) = 0.0606: Var = n 256^2 (1-p)/p, 4 sd about 4 sqrt(15.5 / n), 1.6% of
- * the truth at n = 10^6. */
+ * exits at once), rate 4096.  Samples taken while a fork is being prepared cannot be unwound; they count
+ * under a "dropped" stack, so the totals keep their weight (without them the estimate is 0.12x the truth
+ * with fp, 0.03x with libunwind).  With n allocations in all, p = p(256) = 0.0606: Var = n 256^2 (1-p)/p,
+ * 4 sd about 4 sqrt(15.5 / n), 1.6% of the truth at n = 10^6. */
 START_TEST(estimator_fork_keeps_weight)
 {
   pthread_t th[FORK_THREADS];

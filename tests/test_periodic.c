@@ -1,5 +1,5 @@
 /* test_periodic.c - periodic profiles (MIMALLOC_PROF_PERIOD) and their retention (MIMALLOC_PROF_KEEP), which
- * interval and peak profiles follow too (issue 15).
+ * interval and peak profiles follow too.
  *
  * Waits are for files: an inotify watch on the profiles' directory, set before the program starts, sees
  * each profile renamed into place (IN_MOVED_TO) and each one retention removes (IN_DELETE), while the

@@ -355,7 +355,7 @@ END_TEST
 
 /* The main program must be mapping[0] wherever the loader put it: with an unlimited stack, Linux lays
  * out memory the legacy way (shared libraries from a third of the address space up, a PIE at two
- * thirds), so the program is no longer the lowest mapping.  `go tool pprof PROGRAM FILE` gives PROGRAM
+ * thirds), so the program is not the lowest mapping.  `go tool pprof PROGRAM FILE` gives PROGRAM
  * to mapping[0]. */
 START_TEST(pprof_main_mapping_first)
 {
@@ -446,7 +446,7 @@ START_TEST(pprof_rate_one_decodes)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------------
-   Timestamps (issue 16)
+   Timestamps
 --------------------------------------------------------------------------------------------------- */
 
 /* Go prints a profile's time as "2006-01-02 15:04:05.999999999 +0000 UTC" (TZ=UTC, trailing zeros of

@@ -1,5 +1,5 @@
 /* test_profiler.c - the profiler thread (lib/profiler.c) and what it must never do: exist without a
- * trigger, allocate, deadlock with the dynamic loader; and MIMALLOC_PROF_FINAL_SIGNALS (issues 12 and 16).
+ * trigger, allocate, deadlock with the dynamic loader; and MIMALLOC_PROF_FINAL_SIGNALS.
  *
  * Every test runs tests/pprof_probe in a subprocess (the options are read at load) and waits only for
  * events the probe causes: a line on its stdout, a file renamed into place (inotify), data in a FIFO,
@@ -135,7 +135,7 @@ START_TEST(profiler_thread_only_when_needed)
 }
 END_TEST
 
-/* The profiler thread never calls malloc (issue 16): tests/nomalloc_shim.so, preloaded in front of the
+/* The profiler thread never calls malloc: tests/nomalloc_shim.so, preloaded in front of the
  * library, aborts the process when the thread named mimalloc-prof calls any allocation function.  First
  * its control: a thread of the probe named so that mallocs is stopped (SIGABRT, the shim's line).  Then a
  * run where that thread writes every kind of profile it writes: interval and peak profiles of 5000
@@ -176,7 +176,7 @@ START_TEST(profiler_never_mallocs)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------------
-   MIMALLOC_PROF_FINAL_SIGNALS (issue 12)
+   MIMALLOC_PROF_FINAL_SIGNALS
 --------------------------------------------------------------------------------------------------- */
 
 /* Each of TERM, INT and HUP, sent to a program that allocates on two threads and has no handler of its
@@ -396,7 +396,7 @@ START_TEST(profiler_final_signal_thrice_at_once)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------------
-   fork inside dlopen while a dump is written (issue 16, reproduced case 2)
+   fork inside dlopen while a dump is written
 --------------------------------------------------------------------------------------------------- */
 
 /* The plugin's constructor (tests/fork_plugin.c) runs under dlopen's loader lock, waits until the profiler

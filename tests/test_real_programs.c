@@ -1,5 +1,5 @@
 /* test_real_programs.c - real programs from Debian under LD_PRELOAD with sampling at rate 4096
- * (catalogue E39, issue 16 item 7): python3 (with PYTHONMALLOC=malloc, so its objects come from malloc),
+ * (catalogue E39): python3 (with PYTHONMALLOC=malloc, so its objects come from malloc),
  * sort, perl and sqlite3 print exactly what they print without the library, and the profile each writes
  * at exit decodes and follows the rules of profile.proto.  Frequent samples (rate 4096: thousands per
  * run) put every slow path of the library under a program that was not written for it. */

@@ -199,7 +199,7 @@ static long window_rss_kib(void)
   return kib;
 }
 
-/* The program of issue 24: 2000 blocks of 1..200 KB (seeded), all sampled at rate 1 and written in full,
+/* Memory given back at a stop: 2000 blocks of 1..200 KB (seeded), all sampled at rate 1 and written in full,
  * all freed, then the session stopped (and again with the stop first: the blocks are freed as orphans).
  * Right after the stop (and after the last free) the profiler keeps at most 256 KiB resident for them:
  * by its own count (arena_resident_bytes, which counts every page a slot may hold) and by the window's

@@ -137,8 +137,8 @@ END_TEST
 
 /* A function running on a stack of its own (makecontext: coroutines, fibers) mallocs at rate 1: the
  * sample is kept and its stack starts in that function.  libgcc and libunwind follow the unwind tables
- * there; the fp walk reads frames outside the thread's stack through process_vm_readv (it used to drop
- * every such sample as MI_PROF_DROP_UNWIND, which this test found). */
+ * there; the fp walk reads frames outside the thread's stack through process_vm_readv instead of dropping
+ * the sample as MI_PROF_DROP_UNWIND. */
 START_TEST(stacks_coroutine_stack_sampled)
 {
   char failed[256] = "";         /* every unwinder runs; the failing ones are named at the end */
@@ -162,7 +162,7 @@ START_TEST(stacks_coroutine_stack_sampled)
 END_TEST
 
 /* A frame pointer holding junk near 2^64 (x86-64: code without frame pointers uses rbp freely) stops the
- * fp walk instead of faulting (`at + 16` used to wrap to 0 and pass the stack-bounds check). */
+ * fp walk instead of faulting (there `at + 16` wraps to 0, which a naive stack-bounds check passes). */
 START_TEST(stacks_fp_junk_frame_pointer)
 {
   char var[64];

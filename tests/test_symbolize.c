@@ -1,4 +1,4 @@
-/* test_symbolize.c - symbolization by mimalloc-prof (issue 11.1, 11.2, 11.5): our own C++ program
+/* test_symbolize.c - symbolization by mimalloc-prof: our own C++ program
  * (tests/sym_prog: -g -O2, PIE, templates, inlined functions, a shared library of its own) must come out
  * with every frame of its own code named, demangled, with file:line and its inlined frames
  *   - unstripped, symbolized by `run` itself;

@@ -1,4 +1,4 @@
-/* test_tool_cli.c - the command line of mimalloc-prof (issue 12.6): every value is checked with the
+/* test_tool_cli.c - the command line of mimalloc-prof: every value is checked with the
  * library's own parser before a program runs, a usage error is one line saying what was wrong plus the
  * --help hint, with exit status 2, and -o accepts a directory and leaves nothing outside it. */
 #define _GNU_SOURCE

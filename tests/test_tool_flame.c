@@ -1,5 +1,5 @@
-/* test_tool_flame.c - `mimalloc-prof flame` and `folded` rendered and used in headless Chromium (issue
- * 11.4): the SVG loads without script errors; the widest frame of each level is the frame of the
+/* test_tool_flame.c - `mimalloc-prof flame` and `folded` rendered and used in headless Chromium:
+ * the SVG loads without script errors; the widest frame of each level is the frame of the
  * heaviest in-use stack; hovering shows name, amount and share; a click zooms and "Reset zoom" returns;
  * Search (answered through the page's prompt) highlights and measures the matches.  A PNG screenshot of
  * a real program's flame graph is left in tests/flame-screenshot.png for people to look at. */

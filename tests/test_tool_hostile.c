@@ -129,7 +129,7 @@ static void reports_and_writers(const char *kind, const char *refusal, char *pat
   merged_and_symbolized(dir, path);
 }
 
-/* The issue's 2 KB profile: one location of 450 lines named 1,000 times, a stack of 450,000 frames.  Over
+/* A 2 KB profile that makes a stack of 450,000 frames: one location of 450 lines named 1,000 times.  Over
  * the limit of frames per stack: refused. */
 START_TEST(tool_hostile_repeated_frames)
 {

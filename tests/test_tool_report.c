@@ -285,8 +285,8 @@ static size_t count(const char *text, const char *what)
 }
 
 /* The call tree's walks (flame, tree both ways) and folded on stacks of 100,000 frames, in a child whose
- * stack is 256 KiB: a walk that recursed once per level needed about 100 bytes of stack a level (it
- * crashed at 2,000 levels with this limit, at 60,000 with the usual 8 MiB).  One path without branches:
+ * stack is 256 KiB: a walk that recursed once per level would need about 100 bytes of stack a level (a
+ * crash at 2,000 levels with this limit, at 60,000 with the usual 8 MiB).  One path without branches:
  * every line of tree at one indentation, one flame frame per level. */
 START_TEST(tool_report_deep_stacks)
 {

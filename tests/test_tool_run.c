@@ -1,9 +1,9 @@
-/* test_tool_run.c - `mimalloc-prof run` and termination signals (issue 12.3, the command's half): it
- * sets MIMALLOC_PROF_FINAL_SIGNALS=INT,TERM,HUP for the program unless the environment chooses, and
- * forwards SIGTERM (and INT, HUP) sent to it to the program, whose own handler keeps working; with the
- * library's final-signal dump, a program that runs until it is killed still leaves its profile.  Process
- * trees: -o merges the processes' final profiles with labels process and pid, -p keeps and symbolizes
- * every profile under the program's name. */
+/* test_tool_run.c - `mimalloc-prof run` and termination signals (the command's half; the library's is
+ * in tests/test_profiler.c): it sets MIMALLOC_PROF_FINAL_SIGNALS=INT,TERM,HUP for the program unless the
+ * environment chooses, and forwards SIGTERM (and INT, HUP) sent to it to the program, whose own handler
+ * keeps working; with the library's final-signal dump, a program that runs until it is killed still
+ * leaves its profile.  Process trees: -o merges the processes' final profiles with labels process and pid,
+ * -p keeps and symbolizes every profile under the program's name. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -134,8 +134,8 @@ START_TEST(tool_run_terminal_int_once)
 }
 END_TEST
 
-/* The acceptance command of issue 12: `timeout -s TERM 2 mimalloc-prof run -o x.pb.gz -- PROGRAM` with
- * a program that never ends leaves a valid profile (timeout signals the command and its process group). */
+/* `timeout -s TERM 2 mimalloc-prof run -o x.pb.gz -- PROGRAM` with a program that never ends leaves a
+ * valid profile (timeout signals the command and its process group). */
 START_TEST(tool_run_timeout_term)
 {
   char dir[PATH_MAX], out[PATH_MAX + 16];
@@ -340,8 +340,8 @@ Suite *tool_run_suite(void)
   tcase_add_test(tc, tool_run_final_signals_env);
   tcase_add_test(tc, tool_run_forwards_term);
   tcase_add_test(tc, tool_run_terminal_int_once);
-  /* Needs the library's final-signal dump (MIMALLOC_PROF_FINAL_SIGNALS, branch dump); registered
-   * automatically once lib/options.def has that row.  Drop the condition when both are on main. */
+  /* Relies on the library's final-signal dump (MIMALLOC_PROF_FINAL_SIGNALS): the command only forwards
+   * the signal. */
   tcase_add_test(tc, tool_run_timeout_term);
   tcase_add_test(tc, tool_run_tree_one_profile);
   tcase_add_test(tc, tool_run_tree_prefix);

@@ -1,4 +1,4 @@
-/* test_tool_service.c - profiling running services with the mimalloc-prof command (issue 15): ctl, ps,
+/* test_tool_service.c - profiling running services with the mimalloc-prof command: ctl, ps,
  * top PID, and serve with real HTTP clients (curl, go tool pprof), against tests/control_probe, whose
  * allocations the test changes between requests (control_util.h).
  *

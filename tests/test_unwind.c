@@ -5,7 +5,7 @@
  * Each case runs tests/unwind_probe, fork_probe or loader_probe in a subprocess, one unwinder per run, with a
  * watchdog (alarm(2) through exec): a deadlock ends as SIGALRM and a failed test, never a hung suite.
  * Nothing here sleeps: the probes synchronise with pipes and the kernel's view of their threads.
- * The cases issue 16 reproduced (the constructor, the 8 KiB alternate stack) run RUNS times each.
+ * The constructor and 8 KiB alternate stack cases, whose outcome can depend on timing, run RUNS times each.
  */
 #define _GNU_SOURCE 1   /* dl_iterate_phdr */
 
@@ -87,17 +87,17 @@ static probe_run_t run_fork_probe_gcc(const char *unwinder, bool libgcc_s, const
 }
 
 /* ---------------------------------------------------------------------------------------------------
-   The first start against a constructor (issue 16, case 1)
+   The first start against a constructor
 --------------------------------------------------------------------------------------------------- */
 
 /* A module constructor (loader lock held) waits while another thread makes the process's first
  * mi_prof_start(), which must load the unwinder and so waits for the loader; then the constructor calls
- * mi_prof_stats() or mi_prof_start().  Everything finishes (it used to hang with libunwind and libgcc,
- * start holding the API lock while loading).  With libunwind and libgcc the starting thread is always
- * seen waiting inside the loader first (the probe's b_blocked: the interleaving really happened); fp
- * loads nothing, nor does the table unwinder in this C program (no libgcc_s to prime; it asks
- * dl_iterate_phdr, which the constructor does not hold).  Allocations made once both are done are sampled
- * with their stacks. */
+ * mi_prof_stats() or mi_prof_start().  Everything finishes (start does not hold the API lock while it
+ * loads the unwinder: with libunwind and libgcc that would hang).  With libunwind and libgcc the starting
+ * thread is always seen waiting inside the loader first (the probe's b_blocked: the interleaving really
+ * happened); fp loads nothing, nor does the table unwinder in this C program (no libgcc_s to prime; it
+ * asks dl_iterate_phdr, which the constructor does not hold).  Allocations made once both are done are
+ * sampled with their stacks. */
 #define NO_PROC_SYSCALL "/proc/self/task/TID/syscall does not show the program's own system calls (qemu-user " \
                         "shows the emulator's): the interleaving cannot be observed"
 
@@ -142,7 +142,7 @@ START_TEST(unwind_first_start_vs_constructor_start)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------------
-   Stack budget (issue 16, case 3)
+   Stack budget
 --------------------------------------------------------------------------------------------------- */
 
 /* Stack used below malloc's caller, on a thread whose stack is painted: a sample takes at most the
@@ -241,7 +241,7 @@ END_TEST
 /* Threads with the smallest stack pthread allows nest calls until 8 KiB down to 1 KiB of it remain, then
  * do 64 malloc/free pairs at rate 1: they run unprofiled (the premise), and so they do with every
  * unwinder.  Each thread's first allocation is pthread_getattr_np()'s own (the probe asks for its stack
- * bounds first thing): a lookup of ours from inside it used to deadlock. */
+ * bounds first thing): a lookup of ours from inside it would deadlock. */
 START_TEST(unwind_tiny_thread_stacks)
 {
   static const char *const args[] = {"tinystack", "8192", "4096", "3072", "2048", "1536", "1024", NULL};
@@ -258,7 +258,7 @@ START_TEST(unwind_tiny_thread_stacks)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------------
-   What the fp walk reads (issue 16 item 4, issue 17's process_vm_readv)
+   What the fp walk reads (the main stack's guard gap, process_vm_readv)
 --------------------------------------------------------------------------------------------------- */
 
 /* Under `ulimit -s unlimited` pthread_getattr_np() reports the main thread's stack as reaching down to
@@ -286,8 +286,8 @@ START_TEST(unwind_fp_guard_gap)
 END_TEST
 
 /* process_vm_readv refused by a seccomp filter, as ENOSYS (qemu-user) and EPERM (container policies):
- * the main stack's chain is walked in full, a makecontext() stack's sample keeps its first frame (it used
- * to be dropped), a frame pointer into unmapped memory still ends the walk. */
+ * the main stack's chain is walked in full, a makecontext() stack's sample keeps its first frame (it is
+ * not dropped), a frame pointer into unmapped memory still ends the walk. */
 START_TEST(unwind_fp_without_process_vm_readv)
 {
   static const char *const errs[] = {"ENOSYS", "EPERM"};
@@ -334,11 +334,11 @@ END_TEST
 #endif
 
 /* ---------------------------------------------------------------------------------------------------
-   fork (issue 16 item 6, issue 10 item 3)
+   fork
 --------------------------------------------------------------------------------------------------- */
 
-/* fork() from a signal handler that interrupted the forking thread's own unwind: the fork handlers used
- * to wait for that unwind, which can only end once the handler returns.  Parent and child go on; the
+/* fork() from a signal handler that interrupted the forking thread's own unwind: the fork handlers must
+ * not wait for that unwind, which can only end once the handler returns.  Parent and child go on; the
  * child's samples get stacks (its only thread was the one unwinding) from libgcc, which priming loaded
  * whether or not the program had libgcc_s before.  libgcc and libunwind only: the probe recognises
  * their code by its object, and fp takes no lock that anything waits for. */
@@ -382,8 +382,8 @@ START_TEST(unwind_fork_while_another_thread_unwinds)
 }
 END_TEST
 
-/* Issue 10's fork window: 4 threads allocating at rate 4096 while the main thread forks 20 times back
- * to back.  The parent keeps every sample's stack (nothing waits or drops at fork any more); each child
+/* Samples around fork(): 4 threads allocating at rate 4096 while the main thread forks 20 times back to
+ * back.  The parent keeps every sample's stack (nothing waits or drops at fork); each child
  * either gets a stack or drops as MI_PROF_DROP_FORK (another thread was inside libgcc), and exits. */
 START_TEST(unwind_fork_storm_parent_keeps_stacks)
 {
