@@ -20,6 +20,7 @@
  *                       heap's resident bytes after the frees and after up to 2 s of 10 ms pauses (until
  *                       they fall to the chunks' headers)
  */
+#define _GNU_SOURCE   /* process_vm_readv (probe_util.h) */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
