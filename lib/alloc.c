@@ -36,6 +36,12 @@ bool mprof_fail(int err)
   return false;
 }
 
+void *mprof_fail_null(int err)
+{
+  mprof_fail(err);
+  return NULL;
+}
+
 size_t mprof_page_size(void)
 {
   static size_t cached;                    /* benign race: every thread computes the same value */

@@ -57,13 +57,14 @@ size_t mprof_objects_note_build_id(uintptr_t at, uintptr_t stop, bool (*read)(ui
     char name[4];
     if (!read(at, &nh, sizeof nh)) return 0;
     uintptr_t d = at + sizeof nh + ((nh.n_namesz + 3) & ~(uintptr_t)3);
-    uintptr_t next = d + ((nh.n_descsz + 3) & ~(uintptr_t)3);
-    if (next > stop || next <= at) return 0;
+    if (d < at || d > stop || nh.n_descsz > stop - d) return 0;      /* the last note may lack padding */
     if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
         read(at + sizeof nh, name, 4) && memcmp(name, "GNU", 4) == 0) {
       *desc = d;
       return nh.n_descsz;
     }
+    uintptr_t next = d + ((nh.n_descsz + 3) & ~(uintptr_t)3);
+    if (next > stop || next <= at) return 0;
     at = next;
   }
   return 0;
