@@ -384,6 +384,27 @@ START_TEST(pprof_main_mapping_first)
 }
 END_TEST
 
+/* A build ID whose length is not a multiple of 4 (GNU ld's --build-id=0x..., lld's) ends its segment
+ * without padding; the library's mapping still carries it, whole. */
+START_TEST(pprof_build_id_unpadded)
+{
+  const char *dir = tmp_dir_make();
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/oddid.pb.gz", dir);
+  const char *vars[] = {"MIMALLOC_PROF=1", "MIMALLOC_PROF_SAMPLE_RATE=1", NULL};
+  probe_opts_t opts = {.env = vars};
+  const char *prog = probe_getenv("MPROF_TEST_ODDID_PROBE");
+  probe_run_t r = probe_run(prog, (const char *const[]){path, NULL}, &opts);
+  probe_assert_exit0(&r, NULL);
+  profile_t *p = profile_load(path);
+  const mapping_t *lib = mapping_named(p, "/liboddid.so");
+  ck_assert_ptr_nonnull(lib);
+  ck_assert_str_eq(test_pstr(p, lib->build_id), "0102030405");
+  test_profile_free(p);
+  probe_run_free(&r);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------------
    C22, the dump part
 --------------------------------------------------------------------------------------------------- */
@@ -630,6 +651,7 @@ Suite *pprof_suite(void)
   tcase_add_test(tc, pprof_symbolized_top);
   tcase_add_test(tc, pprof_names_without_process_vm_readv);
   tcase_add_test(tc, pprof_main_mapping_first);
+  tcase_add_test(tc, pprof_build_id_unpadded);
   tcase_add_test(tc, pprof_rate_one_decodes);
   tcase_add_test(tc, pprof_timestamps_increase);
   tcase_add_test(tc, pprof_dropped_locations);
