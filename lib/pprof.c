@@ -182,14 +182,21 @@ static void emit(writer_t *w, const profile_t *one)
   if (w->err == 0) protobuf_c_message_pack_to_buffer(&one->base, &w->base);
 }
 
+/* One element of a repeated field of Profile (string_table, mapping, function, location, sample), emitted
+ * as a Profile holding only it: concatenated, such messages decode as one with every element. */
+#define EMIT_ONE(w, field, elem)                                                                          \
+  do {                                                                                                    \
+    profile_t one_ = PERFTOOLS__PROFILES__PROFILE__INIT;                                                  \
+    one_.n_##field = 1;                                                                                   \
+    one_.field = (elem);                                                                                  \
+    emit((w), &one_);                                                                                     \
+  } while (0)
+
 /* Emits s as the next string of string_table; its index. */
 static int64_t emit_string(writer_t *w, const char *s)
 {
-  profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
   char *str = (char *)(uintptr_t)s;
-  one.n_string_table = 1;
-  one.string_table = &str;
-  emit(w, &one);
+  EMIT_ONE(w, string_table, &str);
   return w->strings++;
 }
 
@@ -311,10 +318,7 @@ static void emit_mappings(writer_t *w, const mprof_objects_t *objs)
     m.file_offset = seg->file_offset;
     m.filename = path;
     m.build_id = build_id;
-    profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
-    one.n_mapping = 1;
-    one.mapping = &mp;
-    emit(w, &one);
+    EMIT_ONE(w, mapping, &mp);
   }
 }
 
@@ -349,10 +353,7 @@ static void emit_locations(writer_t *w, const mprof_objects_t *objs, const uintp
         /* A dropped frame has no system name: pprof then shows the name as it is (with system_name equal
          * to it, pprof's C++ heuristics take the brackets for C++ and cut the parenthesised reason). */
         if (key >> 32 != UINT32_MAX) f.system_name = f.name;
-        profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
-        one.n_function = 1;
-        one.function = &fp;
-        emit(w, &one);
+        EMIT_ONE(w, function, &fp);
         function_key = key;
       }
     }
@@ -368,10 +369,7 @@ static void emit_locations(writer_t *w, const mprof_objects_t *objs, const uintp
       l.n_line = 1;
       l.line = &linep;
     }
-    profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
-    one.n_location = 1;
-    one.location = &lp;
-    emit(w, &one);
+    EMIT_ONE(w, location, &lp);
   }
 }
 
@@ -442,10 +440,7 @@ static void emit_samples(writer_t *w, const mprof_snapshot_t *snap, const uintpt
     s.value = v;
     s.n_label = n_labels;
     s.label = label_ptr;
-    profile_t one = PERFTOOLS__PROFILES__PROFILE__INIT;
-    one.n_sample = 1;
-    one.sample = &sp;
-    emit(w, &one);
+    EMIT_ONE(w, sample, &sp);
   }
 }
 
