@@ -396,27 +396,25 @@ struct emit_s {
   mprof_rowbuf_t *out;
   uintptr_t from, to;
   bool full;
-  bool cached;                     /* rule is encode(last): the FDE's last state encoded */
+  unsigned dirty;                  /* what changed in the state since `rule` was encoded: DIRTY_* */
   uint64_t rule;
-  cfa_state_t last;
 };
 
-static bool same_state(const cfa_state_t *a, const cfa_state_t *b)
-{
-  return a->cfa_how == b->cfa_how && a->plt_k == b->plt_k && a->pac == b->pac && a->cfa_reg == b->cfa_reg &&
-         a->cfa_off == b->cfa_off && a->ra.how == b->ra.how && a->ra.off == b->ra.off &&
-         a->fp.how == b->fp.how &&
-         a->fp.off == b->fp.off;
-}
+#define DIRTY_CFA_OFF 1u           /* only the CFA's offset (a push or a pop): the common case */
+#define DIRTY_ALL     2u           /* anything else the row holds, or nothing encoded yet */
 
-/* encode(), again only when the state changed (most locations change registers no row holds). */
+/* encode(), again only when the state changed.  Most locations of an FDE change only the CFA's offset,
+ * which replaces the offset field of a rule of kind STD or SLOW (the rest of it is unchanged). */
 static uint64_t encode_cached(const cfa_state_t *s, const cie_t *c, emit_t *e)
 {
-  if (!e->cached || !same_state(s, &e->last)) {
-    e->last = *s;
+  if (mprof_likely(e->dirty == DIRTY_CFA_OFF) && MPROF_ROW_KIND(e->rule) <= MPROF_KIND_SLOW) {
+    if (s->cfa_off >= 0 && s->cfa_off % 8 == 0 && s->cfa_off <= (int64_t)MPROF_ROW_OFF_MAX)
+      e->rule = (e->rule & ~(uint64_t)0xffff) | (uint64_t)(s->cfa_off / 8);
+    else e->rule = MPROF_ROW_FALLBACK;
+  } else if (e->dirty != 0) {
     e->rule = encode(s, c);
-    e->cached = true;
   }
+  e->dirty = 0;
   return e->rule;
 }
 
@@ -443,6 +441,14 @@ static void emit(emit_t *e, uintptr_t loc, uintptr_t next, uint64_t rule)
   if (!push_row(e->out, (uint32_t)(at - e->from), rule)) e->full = true;
 }
 
+/* State s holds over [loc, next): a row where that meets the chunk, encoded only then (an FDE that starts
+ * before the chunk runs through its earlier locations without a row). */
+static inline void emit_state(emit_t *e, uintptr_t loc, uintptr_t next, const cfa_state_t *s, const cie_t *c)
+{
+  if (next <= e->from || loc >= e->to || next <= loc) return;
+  emit(e, loc, next, encode_cached(s, c, e));
+}
+
 /* Runs instructions [at, end) from state s; with e, emits a row per location of the FDE [loc, pc_end).
  * false: an instruction could not be read or understood (the rest of the FDE is FALLBACK). */
 static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const cie_t *c,
@@ -453,6 +459,7 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
   rd_t r;
   if (!rd_open(&r, v, at, end)) return false;
   const uint64_t ra_reg = c->ra_reg;
+  unsigned none, *dirty = e != NULL ? &e->dirty : &none;
   while (r.p < r.end && !r.bad) {
     uint8_t op = rd_u8(&r);
     uint64_t reg = 0, advance = 0;
@@ -472,7 +479,7 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
       case 0x01: {                                       /* set_loc */
         uintptr_t to = (uintptr_t)rd_encoded(&r, c->fde_enc, 0, false);
         if (r.bad || to < *loc) return false;
-        if (e != NULL) emit(e, *loc, to < pc_end ? to : pc_end, encode_cached(s, c, e));
+        if (e != NULL) emit_state(e, *loc, to < pc_end ? to : pc_end, s, c);
         *loc = to;
         continue;
       }
@@ -483,19 +490,19 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
       case 0x06: reg = rd_uleb(&r); goto restore;
       case 0x07:                                         /* undefined */
         reg = rd_uleb(&r);
-        if (reg == ra_reg) s->ra.how = R_UNDEF;
-        else if (reg == REG_FP) s->fp.how = R_SAME;       /* never needed again: the stack ends here */
+        if (reg == ra_reg) s->ra.how = R_UNDEF, *dirty |= DIRTY_ALL;
+        else if (reg == REG_FP) s->fp.how = R_SAME, *dirty |= DIRTY_ALL;   /* the stack ends here */
         continue;
       case 0x08:                                         /* same_value */
         reg = rd_uleb(&r);
-        if (reg == ra_reg) s->ra.how = R_SAME;
-        else if (reg == REG_FP) s->fp.how = R_SAME;
+        if (reg == ra_reg) s->ra.how = R_SAME, *dirty |= DIRTY_ALL;
+        else if (reg == REG_FP) s->fp.how = R_SAME, *dirty |= DIRTY_ALL;
         continue;
       case 0x09:                                         /* register */
         reg = rd_uleb(&r);
         (void)rd_uleb(&r);
-        if (reg == ra_reg) s->ra.how = R_OTHER;
-        else if (reg == REG_FP) s->fp.how = R_OTHER;
+        if (reg == ra_reg) s->ra.how = R_OTHER, *dirty |= DIRTY_ALL;
+        else if (reg == REG_FP) s->fp.how = R_OTHER, *dirty |= DIRTY_ALL;
         continue;
       case 0x0a:                                         /* remember_state */
         if (depth == REMEMBER_MAX) return false;
@@ -504,21 +511,28 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
       case 0x0b:                                         /* restore_state */
         if (depth == 0) return false;
         *s = remembered[--depth];
+        *dirty |= DIRTY_ALL;
         continue;
       case 0x0c:                                         /* def_cfa */
         s->cfa_how = C_REG, s->cfa_reg = narrow_reg(rd_uleb(&r));
         s->cfa_off = narrow_off((int64_t)rd_uleb(&r));
+        *dirty |= DIRTY_ALL;
         continue;
       case 0x0d:                                         /* def_cfa_register */
         if (s->cfa_how != C_REG) s->cfa_how = C_OTHER;
         s->cfa_reg = narrow_reg(rd_uleb(&r));
+        *dirty |= DIRTY_ALL;
         continue;
-      case 0x0e: s->cfa_off = narrow_off((int64_t)rd_uleb(&r)); continue;  /* def_cfa_offset */
+      case 0x0e:                                         /* def_cfa_offset */
+        s->cfa_off = narrow_off((int64_t)rd_uleb(&r));
+        *dirty |= DIRTY_CFA_OFF;
+        continue;
       case 0x0f: {                                       /* def_cfa_expression */
         uint64_t n = rd_uleb(&r);
         const uint8_t *p = n <= 64 ? rd_take(&r, (size_t)n) : NULL;
         if (p == NULL) return false;
         if (!plt_expression(p, (size_t)n, s)) s->cfa_how = C_OTHER;
+        *dirty |= DIRTY_ALL;
         continue;
       }
       case 0x10: case 0x16: {                            /* expression, val_expression */
@@ -526,24 +540,28 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
         uint64_t n = rd_uleb(&r);
         if (n > (uint64_t)(r.end - r.p)) return false;
         r.p += n;
-        if (reg == ra_reg) s->ra.how = R_OTHER;
-        else if (reg == REG_FP) s->fp.how = R_OTHER;
+        if (reg == ra_reg) s->ra.how = R_OTHER, *dirty |= DIRTY_ALL;
+        else if (reg == REG_FP) s->fp.how = R_OTHER, *dirty |= DIRTY_ALL;
         continue;
       }
       case 0x11: reg = rd_uleb(&r), off = rd_sleb(&r) * c->data_align; goto set_at;   /* offset_extended_sf */
       case 0x12:                                         /* def_cfa_sf */
         s->cfa_how = C_REG, s->cfa_reg = narrow_reg(rd_uleb(&r));
         s->cfa_off = narrow_off(rd_sleb(&r) * c->data_align);
+        *dirty |= DIRTY_ALL;
         continue;
-      case 0x13: s->cfa_off = narrow_off(rd_sleb(&r) * c->data_align); continue;   /* def_cfa_offset_sf */
+      case 0x13:                                         /* def_cfa_offset_sf */
+        s->cfa_off = narrow_off(rd_sleb(&r) * c->data_align);
+        *dirty |= DIRTY_CFA_OFF;
+        continue;
       case 0x14: case 0x15:                              /* val_offset(_sf): a value, not a slot */
         reg = rd_uleb(&r);
         if (op == 0x14) (void)rd_uleb(&r);
         else (void)rd_sleb(&r);
-        if (reg == ra_reg) s->ra.how = R_OTHER;
-        else if (reg == REG_FP) s->fp.how = R_OTHER;
+        if (reg == ra_reg) s->ra.how = R_OTHER, *dirty |= DIRTY_ALL;
+        else if (reg == REG_FP) s->fp.how = R_OTHER, *dirty |= DIRTY_ALL;
         continue;
-      case 0x2d: s->pac = !s->pac; continue;             /* AARCH64_negate_ra_state (SPARC's window_save) */
+      case 0x2d: s->pac = !s->pac, *dirty |= DIRTY_ALL; continue;             /* AARCH64_negate_ra_state (SPARC's window_save) */
       case 0x2e: (void)rd_uleb(&r); continue;            /* GNU_args_size */
       case 0x2f: reg = rd_uleb(&r), off = -(int64_t)rd_uleb(&r) * c->data_align; goto set_at;
       default: return false;
@@ -554,19 +572,19 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
       if (advance > (UINTPTR_MAX - *loc) / c->code_align) return false;
       uintptr_t to = *loc + (uintptr_t)(advance * c->code_align);
       if (e != NULL) {
-        emit(e, *loc, to < pc_end ? to : pc_end, encode_cached(s, c, e));
+        emit_state(e, *loc, to < pc_end ? to : pc_end, s, c);
         if (to >= e->to) return true;                    /* the rest lies beyond the chunk */
       }
       *loc = to;
       continue;
     }
   set_at:
-    if (reg == ra_reg) s->ra = (col_t){R_AT, narrow_off(off)};
-    else if (reg == REG_FP) s->fp = (col_t){R_AT, narrow_off(off)};
+    if (reg == ra_reg) s->ra = (col_t){R_AT, narrow_off(off)}, *dirty |= DIRTY_ALL;
+    else if (reg == REG_FP) s->fp = (col_t){R_AT, narrow_off(off)}, *dirty |= DIRTY_ALL;
     continue;
   restore:
-    if (reg == ra_reg) s->ra = initial->ra;
-    else if (reg == REG_FP) s->fp = initial->fp;
+    if (reg == ra_reg) s->ra = initial->ra, *dirty |= DIRTY_ALL;
+    else if (reg == REG_FP) s->fp = initial->fp, *dirty |= DIRTY_ALL;
     continue;
   }
   return !r.bad;
@@ -608,13 +626,13 @@ bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, u
     }
     if (f.pc_end <= from) continue;
     uintptr_t at = f.pc_begin;
-    e.cached = false;                              /* its CIE's signal flag and columns count too */
+    e.dirty = DIRTY_ALL;                           /* its CIE's signal flag and columns count too */
     if (!cie.init_ok) {
       emit(&e, f.pc_begin, f.pc_end, MPROF_ROW_FALLBACK);
     } else {
       cfa_state_t s = cie.init;
       if (run(v, f.insns, f.end, &cie, &cie.init, &s, &e, &at, f.pc_end))
-        emit(&e, at, f.pc_end, encode_cached(&s, &cie, &e));
+        emit_state(&e, at, f.pc_end, &s, &cie);
       else emit(&e, at, f.pc_end, MPROF_ROW_FALLBACK);
     }
     emit(&e, f.pc_end, f.pc_end + 1, MPROF_ROW_NONE);
