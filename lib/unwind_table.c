@@ -294,7 +294,7 @@ mprof_unwind_table(uintptr_t *out, size_t max, mprof_walk_env_t *env, mprof_walk
    * (and frame pointer) on the thread's stack between sp and top.  Every slot read lies above sp, which
    * only grows, so the CFA does too.  Anything else takes a step of step_slow, with the state in memory. */
   const mprof_tabchunk_t *ch = NULL;
-  uintptr_t c_lo = 1;            /* ch covers [c_lo, c_lo + 16 KiB) */
+  uintptr_t c_lo = 1;            /* ch covers [c_lo, c_lo + a chunk) */
   if (w.adj == 1 && !w.leading) goto plain;
   while (p < p_end) {
     w.r.pc = pc, w.r.sp = sp, w.r.fp = fp;

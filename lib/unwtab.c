@@ -1,5 +1,5 @@
 /* unwtab.c - the table unwinder's tables: one per loaded object that a sampled stack passes through,
- * compiled lazily a 4 KiB chunk of its address range at a time, shared by every thread.
+ * compiled lazily a 1 KiB chunk of its address range at a time, shared by every thread.
  *
  * Objects.  A walk meeting an address outside every known object asks _dl_find_object (glibc 2.35: no
  * lock, async-signal-safe) for the object there: its mapping, its link map and its .eh_frame_hdr.  The
@@ -7,10 +7,10 @@
  * whenever an object is added or found gone: readers never wait, writers never lock.  Two threads that
  * register the same object at once keep the first published record; the other is freed unseen.
  *
- * Chunks.  An object's range is cut into 4 KiB chunks, each compiled from .eh_frame (ehframe.c) the
+ * Chunks.  An object's range is cut into 1 KiB chunks, each compiled from .eh_frame (ehframe.c) the
  * first time a walk needs a row in it, and published with one compare-and-swap into the record's chunk
  * array: two threads compiling the same chunk both finish, and the loser frees its copy.  So the first
- * sample through some code pays for its chunks (about 40 FDEs each), and memory follows the code samples
+ * sample through some code pays for its chunks (a few FDEs each), and memory follows the code samples
  * actually run through, not the size of the program.
  *
  * dlclose.  Objects loaded before the library (the program and its libraries: glibc never unloads them)
@@ -85,8 +85,8 @@ static void try_advance(void)
 }
 
 /* Chunks are carved from an object's slabs (a bump pointer each, taken with fetch_add): a chunk of a few
- * KiB in a page of its own would double what the tables keep resident.  An object's first slab is a page
- * and each next one twice the last, up to SLAB_MAX: most objects need a few chunks of ~1 KiB, and a slab
+ * hundred bytes in a page of its own would multiply what the tables keep resident.  An object's first slab
+ * is a page and each next one twice the last, up to SLAB_MAX: most objects need a few chunks, and a slab
  * counts against the budget's share for stacks as soon as it is mapped. */
 typedef struct mprof_tabslab_s {
   struct mprof_tabslab_s *next;

@@ -111,7 +111,7 @@ bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, u
    unwtab.c: per-object tables, compiled a chunk of text at a time
 --------------------------------------------------------------------------------------------------- */
 
-#define MPROF_TAB_CHUNK_SHIFT 12                      /* 4 KiB of an object's address range per chunk */
+#define MPROF_TAB_CHUNK_SHIFT 10                      /* 1 KiB of an object's address range per chunk */
 #define MPROF_TAB_BLOCK_SHIFT 6                   /* a chunk's index: the first row of each 64 bytes */
 #define MPROF_TAB_BLOCKS (1u << (MPROF_TAB_CHUNK_SHIFT - MPROF_TAB_BLOCK_SHIFT))
 
