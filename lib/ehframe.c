@@ -561,7 +561,9 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
         if (reg == ra_reg) s->ra.how = R_OTHER, *dirty |= DIRTY_ALL;
         else if (reg == REG_FP) s->fp.how = R_OTHER, *dirty |= DIRTY_ALL;
         continue;
-      case 0x2d: s->pac = !s->pac, *dirty |= DIRTY_ALL; continue;             /* AARCH64_negate_ra_state (SPARC's window_save) */
+      case 0x2d:                                         /* AARCH64_negate_ra_state (SPARC's window_save) */
+        s->pac = !s->pac, *dirty |= DIRTY_ALL;
+        continue;
       case 0x2e: (void)rd_uleb(&r); continue;            /* GNU_args_size */
       case 0x2f: reg = rd_uleb(&r), off = -(int64_t)rd_uleb(&r) * c->data_align; goto set_at;
       default: return false;
