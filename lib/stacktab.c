@@ -50,7 +50,6 @@ typedef struct shard_s {
   uint32_t        count;                  /* entries in use */
   uint32_t       *index;                  /* entry number + 1 per slot, 0 = empty */
   size_t          index_cap;              /* power of two */
-  mprof_stack_t  *chunk[MAX_CHUNKS];
   pool_t         *pools;                  /* newest first */
   uintptr_t      *pool_next;              /* free frame space in pools */
   size_t          pool_left;              /* frames */
@@ -94,18 +93,24 @@ static inline uint64_t set_hash(uint64_t stack_hash, const mprof_labels_t *l)
 
 static uint64_t freed_hash(uint64_t set_hash, unsigned b) { return mix(set_hash, 0x100u + b) | 1; }
 
-static inline mprof_stack_t *entry(shard_t *s, uint32_t n)
+/* Chunk c of shard k is chunk_at[c][k]: the shards' first chunks share a page, so a session that uses every
+ * shard touches one page of this table, not one a shard (16 pages of bss, 64 KiB resident). */
+static mprof_stack_t *chunk_at[MAX_CHUNKS][SHARDS];
+
+static inline mprof_stack_t **chunk_of(const shard_t *s, uint32_t c) { return &chunk_at[c][s - shards]; }
+
+static inline mprof_stack_t *entry(const shard_t *s, uint32_t n)
 {
-  return &s->chunk[n / CHUNK_ENTRIES][n % CHUNK_ENTRIES];
+  return &(*chunk_of(s, n / CHUNK_ENTRIES))[n % CHUNK_ENTRIES];
 }
 
 static inline uint64_t id_of(const mprof_stack_t *e) { return (uint64_t)(uintptr_t)e; }
 
 static void shard_release(shard_t *s)
 {
-  for (uint32_t c = 0; c < MAX_CHUNKS && s->chunk[c] != NULL; c++) {
-    mprof_pmem_unmap_stacks(s->chunk[c], CHUNK_BYTES);
-    s->chunk[c] = NULL;
+  for (uint32_t c = 0; c < MAX_CHUNKS && *chunk_of(s, c) != NULL; c++) {
+    mprof_pmem_unmap_stacks(*chunk_of(s, c), CHUNK_BYTES);
+    *chunk_of(s, c) = NULL;
   }
   while (s->pools != NULL) {
     pool_t *next = s->pools->next;
@@ -198,7 +203,7 @@ static inline uint32_t find_set(const shard_t *s, uint64_t hash, const uintptr_t
 {
   size_t mask = s->index_cap - 1, i = (size_t)hash & mask;
   for (uint32_t n; (n = s->index[i]) != 0; i = (i + 1) & mask) {
-    const mprof_stack_t *e = &s->chunk[(n - 1) / CHUNK_ENTRIES][(n - 1) % CHUNK_ENTRIES];
+    const mprof_stack_t *e = entry(s, n - 1);
     if (e->hash == hash && e->kind == MPROF_ENTRY_SET && same_labels(&e->labels, labels) &&
         e->depth == depth && memcmp(e->frames, frames, depth * sizeof(uintptr_t)) == 0)
       return n;
@@ -212,7 +217,7 @@ static inline uint32_t find(const shard_t *s, const lookup_t *k, size_t *slot)
 {
   size_t mask = s->index_cap - 1, i = (size_t)k->hash & mask;
   for (uint32_t n; (n = s->index[i]) != 0; i = (i + 1) & mask) {
-    if (matches(&s->chunk[(n - 1) / CHUNK_ENTRIES][(n - 1) % CHUNK_ENTRIES], k)) return n;
+    if (matches(entry(s, n - 1), k)) return n;
   }
   *slot = i;
   return 0;
@@ -233,9 +238,10 @@ static uint32_t append(shard_t *s, const lookup_t *k, size_t slot, const mprof_s
   size_t depth = up != NULL ? up->depth : k->depth;   /* a stack's share: its frames (pmem.h) */
   size_t reserve = up == NULL ? depth * MPROF_DUMP_FRAME_BYTES : MPROF_DUMP_STACK_BYTES;
   if (!mprof_pmem_reserve_stacks(reserve)) return 0;
-  if (s->chunk[c] == NULL) s->chunk[c] = mprof_pmem_map_stacks(CHUNK_BYTES);
+  mprof_stack_t **chunk = chunk_of(s, c);
+  if (*chunk == NULL) *chunk = mprof_pmem_map_stacks(CHUNK_BYTES);
   const uintptr_t *frames = NULL;
-  if (s->chunk[c] != NULL) frames = up != NULL ? up->frames : pool_take(s, depth);
+  if (*chunk != NULL) frames = up != NULL ? up->frames : pool_take(s, depth);
   if (frames == NULL) {
     mprof_pmem_unreserve_stacks(reserve);
     return 0;
