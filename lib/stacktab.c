@@ -44,8 +44,10 @@ typedef struct pool_s {                   /* header of a frame pool chunk */
 } pool_t;
 
 
+/* Aligned to 64 bytes: a shard's lock shares no cache line with another shard's, and a shard is 128 bytes on
+ * x86-64 and aarch64 (64 on i386), so its number (s - shards, chunk_of) is a shift. */
 typedef struct shard_s {
-  pthread_mutex_t lock;
+  _Alignas(64) pthread_mutex_t lock;
   uint64_t        session;                /* session word stacks are interned for; 0 = closed */
   uint32_t        count;                  /* entries in use */
   uint32_t       *index;                  /* entry number + 1 per slot, 0 = empty */
