@@ -361,6 +361,12 @@ static bool plt_expression(const uint8_t *p, size_t n, cfa_state_t *s)
   return false;
 }
 
+/* A CFA offset a row of kind STD or SLOW can hold: whole words, below MPROF_ROW_OFF_MAX. */
+static inline bool cfa_off_fits(int32_t off)
+{
+  return off >= 0 && off % 8 == 0 && off <= (int64_t)MPROF_ROW_OFF_MAX;
+}
+
 static uint64_t encode(const cfa_state_t *s, const cie_t *c)
 {
   if (c->signal) return MPROF_ROW_SIGNAL;
@@ -385,8 +391,7 @@ static uint64_t encode(const cfa_state_t *s, const cie_t *c)
     if (ra != 1 || fp != 0 || s->cfa_off % 8 != 0) return MPROF_ROW_FALLBACK;
     return MPROF_ROW_MAKE(MPROF_KIND_PLT, false, s->cfa_off, ra, s->plt_k);
   }
-  if (s->cfa_how != C_REG || (s->cfa_reg != REG_SP && s->cfa_reg != REG_FP) || s->cfa_off < 0 ||
-      s->cfa_off % 8 != 0 || s->cfa_off > (int64_t)MPROF_ROW_OFF_MAX)
+  if (s->cfa_how != C_REG || (s->cfa_reg != REG_SP && s->cfa_reg != REG_FP) || !cfa_off_fits(s->cfa_off))
     return MPROF_ROW_FALLBACK;
   unsigned kind = ra == 0 || fp == MPROF_ROW_FP_LOST ? MPROF_KIND_SLOW : MPROF_KIND_STD;
   return MPROF_ROW_MAKE(kind, s->cfa_reg == REG_FP, s->cfa_off, ra, fp) | pac;
@@ -408,7 +413,7 @@ struct emit_s {
 static uint64_t encode_cached(const cfa_state_t *s, const cie_t *c, emit_t *e)
 {
   if (mprof_likely(e->dirty == DIRTY_CFA_OFF) && MPROF_ROW_KIND(e->rule) <= MPROF_KIND_SLOW) {
-    if (s->cfa_off >= 0 && s->cfa_off % 8 == 0 && s->cfa_off <= (int64_t)MPROF_ROW_OFF_MAX)
+    if (cfa_off_fits(s->cfa_off))
       e->rule = (e->rule & ~(uint64_t)0xffff) | (uint64_t)(s->cfa_off / 8);
     else e->rule = MPROF_ROW_FALLBACK;
   } else if (e->dirty != 0) {
