@@ -111,8 +111,9 @@ static inline uint64_t id_of(const mprof_stack_t *e) { return (uint64_t)(uintptr
 static void shard_release(shard_t *s)
 {
   for (uint32_t c = 0; c < MAX_CHUNKS && *chunk_of(s, c) != NULL; c++) {
-    mprof_pmem_unmap_stacks(*chunk_of(s, c), CHUNK_BYTES);
-    *chunk_of(s, c) = NULL;
+    mprof_stack_t **chunk = chunk_of(s, c);
+    mprof_pmem_unmap_stacks(*chunk, CHUNK_BYTES);
+    *chunk = NULL;
   }
   while (s->pools != NULL) {
     pool_t *next = s->pools->next;
