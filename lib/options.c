@@ -237,14 +237,16 @@ static bool secure;
 static bool any_set(void)
 {
   extern char **environ;
-  static const char head[] = "MIMALLOC_PROF";
+  /* Not const: in .data, so a process that sets no option reads no page of .rodata (doc/design.md,
+   * "Pages a stopped process maps"). */
+  static char head[] = "MIMALLOC_PROF";
   const size_t n = sizeof head - 1;
   for (char **e = environ; e != NULL && *e != NULL; e++)
     if (strncmp(*e, head, n) == 0 && ((*e)[n] == '=' || (*e)[n] == '_')) return true;
   return false;
 }
 
-void mprof_options_init(void)
+MPROF_COLD void mprof_options_init(void)
 {
   secure = getauxval(AT_SECURE) != 0;
   if (secure) {
@@ -253,6 +255,7 @@ void mprof_options_init(void)
                  "variables are ignored");
     return;
   }
+  if (!any_set()) return;                 /* every option keeps its default: no name is looked up */
   for (int id = 0; id < MPROF_OPT_COUNT; id++) read_option((mprof_option_t)id);
 }
 
