@@ -300,7 +300,7 @@ static void postfork_child(void)
  * the program would call, watched on this thread's countdown.  Not ours in this process (valgrind's
  * memcheck, a static malloc, a library that binds its own) is said once: the profile would otherwise look
  * like an idle program's.  A program that merely allocated nothing gets no warning. */
-static void check_interposed(void)
+MPROF_COLD static void check_interposed(void)
 {
   if (!mi_prof_is_enabled() || mprof_sampler_slow_path_calls() != 0) return;
   void *(*program_malloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");

@@ -14,6 +14,9 @@
 #define mprof_likely(x)   __builtin_expect(!!(x), 1)
 #define mprof_unlikely(x) __builtin_expect(!!(x), 0)
 #define MPROF_NOINLINE    __attribute__((noinline))
+/* Cold: the slow paths and the set-up every process runs once at load.  GCC puts cold functions in
+ * .text.unlikely, which the linker places at the start of .text next to the entry points (the first
+ * objects linked, Makefile.am), so a process that never profiles faults in few pages of our code. */
 #define MPROF_COLD        __attribute__((cold))
 #define MPROF_EXPORT      __attribute__((visibility("default")))
 #define MPROF_HIDDEN      __attribute__((visibility("hidden")))
