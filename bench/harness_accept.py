@@ -64,7 +64,11 @@ def acceptance(wl, kinds, names, R, samples, breakdown, trivial=None):
         d = trivial["delta"]
         crit("S1", "peak RSS of /bin/true, stopped - plain mimalloc (median of %d pairs)" % d["n"], "stopped",
              "%+.0f KiB [%+.0f, %+.0f]" % (d["median"], d["lo"], d["hi"]), "%+d KiB" % RSS_TRIVIAL_KIB,
-             d["median"] <= RSS_TRIVIAL_KIB, "")
+             d["median"] <= RSS_TRIVIAL_KIB,
+             "an empty object: %+.0f KiB; ours over it: %+.0f KiB; VmHWM at exit: ours %+.0f KiB, an empty object %+.0f" % (
+                 trivial["delta_empty"]["median"], trivial["delta_over_empty"]["median"],
+                 trivial["hwm_delta"]["median"], trivial["hwm_delta_empty"]["median"])
+             if trivial.get("delta_empty") and trivial.get("hwm_delta") and trivial.get("hwm_delta_empty") else "")
     je = out["rss_mean"].get("jemalloc-prof")
     for u in have:
         rows = [r for r in out["rss"] if r["config"] == u]

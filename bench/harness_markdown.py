@@ -77,9 +77,25 @@ def peak_tables(doc, wl, add):
         d = tr["delta"]
         add("## A program that does nothing (/bin/true): peak RSS, stopped against plain mimalloc")
         add("")
-        add("Medians of %d interleaved pairs (`ru_maxrss`): plain mimalloc %d KiB, ours stopped %d KiB, difference "
-            "%+.0f KiB [%+.0f, %+.0f].  Resident KiB at exit by mapping (one run each, bench/stats_report.c):" % (
-                d["n"], tr["mimalloc_kib"], tr["stopped_kib"], d["median"], d["lo"], d["hi"]))
+        add("Medians of %d interleaved rounds (`ru_maxrss`): plain mimalloc %d KiB, ours stopped %d KiB, difference "
+            "%+.0f KiB [%+.0f, %+.0f]." % (d["n"], tr["mimalloc_kib"], tr["stopped_kib"], d["median"], d["lo"], d["hi"]))
+        e, oe = tr.get("delta_empty"), tr.get("delta_over_empty")
+        if e and oe:
+            add("")
+            add("An empty object (bench/empty_object.c, one function) preloaded after plain mimalloc: %d KiB, "
+                "%+.0f KiB [%+.0f, %+.0f] over plain mimalloc, the floor any one more object pays; ours stopped over "
+                "it: %+.0f KiB [%+.0f, %+.0f]." % (tr["empty_kib"], e["median"], e["lo"], e["hi"], oe["median"],
+                                                    oe["lo"], oe["hi"]))
+        h, he, hoe = tr.get("hwm_delta"), tr.get("hwm_delta_empty"), tr.get("hwm_delta_over_empty")
+        if h and he and hoe:
+            add("")
+            add("VmHWM at exit (/proc, read by bench/stats_report.c preloaded last in each configuration; "
+                "ru_maxrss reads the kernel's per-CPU RSS counters approximately): ours stopped %+.0f KiB [%+.0f, %+.0f] "
+                "over plain mimalloc, the empty object %+.0f KiB [%+.0f, %+.0f], ours over the empty object "
+                "%+.0f KiB [%+.0f, %+.0f]." % (h["median"], h["lo"], h["hi"], he["median"], he["lo"], he["hi"],
+                                               hoe["median"], hoe["lo"], hoe["hi"]))
+        add("")
+        add("Resident KiB at exit by mapping (the last round, bench/stats_report.c):")
         add("")
         keys = sorted({k for c in tr["classes"].values() for k in c})
         add("| configuration | " + " | ".join(keys) + " |")

@@ -84,23 +84,36 @@ def micro_prof_scale(a):
 
 
 def micro_trivial_rss(a, rounds):
-    """Peak RSS (ru_maxrss, through bench/runone.c) of /bin/true under plain mimalloc and under the library,
-    stopped, in `rounds` interleaved pairs; then one run of each with bench/stats_report.c preloaded after,
-    for the resident KiB by mapping class at exit."""
-    cfgs = dict(mimalloc=[system_lib("libmimalloc.so.2")], stopped=[a.lib])
-    hwm = {c: [] for c in cfgs}
+    """Peak RSS of /bin/true under plain mimalloc, plain mimalloc with an empty object preloaded too
+    (bench/empty_object.c: what one more object costs at all) and the library stopped, in `rounds`
+    interleaved rounds, two ways: ru_maxrss (through bench/runone.c) and VmHWM read from /proc at exit by
+    bench/stats_report.c, preloaded last in every configuration.  The kernel here reads its per-CPU RSS
+    counters approximately for ru_maxrss (below VmHWM by up to 68 KiB in the same run, and an empty object
+    shows +120 KiB there but +20 in VmHWM), so differences of a few pages are read from VmHWM.  The last
+    round's stats_report line gives the resident KiB by mapping class at exit."""
+    mi = system_lib("libmimalloc.so.2")
+    cfgs = dict(mimalloc=[mi], empty=[mi, a.bin + "/empty_object.so"], stopped=[a.lib])
+    maxrss = {c: [] for c in cfgs}
+    vmhwm = {c: [] for c in cfgs}
+    classes = {}
     out = os.path.join(a.raw, "trivial.out")
     for r in range(rounds):
         for c in (sorted(cfgs) if r % 2 == 0 else sorted(cfgs, reverse=True)):
             code, _, _, rss, _ = spawn_timed(a, ["/bin/true"], dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c])), out)
-            hwm[c].append(rss if code == 0 else None)
-    classes = {}
-    for c in cfgs:
-        mem = os.path.join(a.raw, "trivial.%s.stats" % c)
-        if os.path.exists(mem):
-            os.unlink(mem)
-        env = dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c] + [a.bin + "/stats_report.so"]), STATS_REPORT_OUT=mem)
-        spawn(["/bin/true"], env, out)
-        classes[c] = {k: int(v) for k, v in parse_kv(last_line(mem)).items() if k.startswith(("rss_", "hwm_"))}
-    return dict(rounds=rounds, mimalloc_kib=med(hwm["mimalloc"]), stopped_kib=med(hwm["stopped"]),
-                delta=diff_stats(hwm["stopped"], hwm["mimalloc"]), classes=classes)
+            maxrss[c].append(rss if code == 0 else None)
+            mem = os.path.join(a.raw, "trivial.%s.stats" % c)
+            if os.path.exists(mem):
+                os.unlink(mem)
+            env = dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c] + [a.bin + "/stats_report.so"]), STATS_REPORT_OUT=mem)
+            spawn(["/bin/true"], env, out)
+            kv = parse_kv(last_line(mem))
+            vmhwm[c].append(int(kv["hwm_kib"]) if "hwm_kib" in kv else None)
+            classes[c] = {k: int(v) for k, v in kv.items() if k.startswith(("rss_", "hwm_"))}
+    return dict(rounds=rounds, mimalloc_kib=med(maxrss["mimalloc"]), stopped_kib=med(maxrss["stopped"]),
+                empty_kib=med(maxrss["empty"]), delta=diff_stats(maxrss["stopped"], maxrss["mimalloc"]),
+                delta_empty=diff_stats(maxrss["empty"], maxrss["mimalloc"]),
+                delta_over_empty=diff_stats(maxrss["stopped"], maxrss["empty"]),
+                hwm_kib={c: med(v) for c, v in vmhwm.items()},
+                hwm_delta=diff_stats(vmhwm["stopped"], vmhwm["mimalloc"]),
+                hwm_delta_empty=diff_stats(vmhwm["empty"], vmhwm["mimalloc"]),
+                hwm_delta_over_empty=diff_stats(vmhwm["stopped"], vmhwm["empty"]), classes=classes)
