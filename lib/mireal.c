@@ -24,15 +24,20 @@
 
 static void *resolve_one(void **slot, const char *name);
 
+/* Each stub's name is a writable array, so it sits in .data, on the page the loader writes anyway: as a
+ * string constant it would be in .rodata, whose pages a process that never profiles otherwise never
+ * reads (doc/design.md, "Pages a stopped process maps"). */
 #define MI_FN(ret, name, params, args)                                                                 \
+  static char name_##name[] = #name;                                                                  \
   static ret stub_##name params                                                                       \
   {                                                                                                   \
-    return ((ret(*) params)resolve_one((void **)&mprof_mi.name, #name)) args;                         \
+    return ((ret(*) params)resolve_one((void **)&mprof_mi.name, name_##name)) args;                   \
   }
 #define MI_VOID(name, params, args)                                                                    \
+  static char name_##name[] = #name;                                                                  \
   static void stub_##name params                                                                      \
   {                                                                                                   \
-    ((void(*) params)resolve_one((void **)&mprof_mi.name, #name)) args;                               \
+    ((void(*) params)resolve_one((void **)&mprof_mi.name, name_##name)) args;                         \
   }
 #include "mimalloc_api.def"
 #undef MI_FN

@@ -46,6 +46,25 @@ START_TEST(lazylib_loaded_when_needed)
 }
 END_TEST
 
+/* A process that sets no MIMALLOC_PROF variable and never starts reads no page of the library's .rodata
+ * or .eh_frame (lib/options.c looks up no option name; doc/design.md, "Pages a stopped process maps"):
+ * the whole mapping, 40-odd KiB, would be resident after one read.  Exactly 0 KiB: nothing else reads it.
+ * (Under qemu-user, /proc/self/smaps is the emulator's and says 0 for every mapping.) */
+START_TEST(lazylib_stopped_reads_no_rodata)
+{
+  char env[4096], path[4096];
+  snprintf(env, sizeof env, "LD_PRELOAD=%s", probe_getenv("MPROF_TEST_LIB"));
+  snprintf(path, sizeof path, "%s/lazylib-ro-%d.pb.gz", probe_getenv("MPROF_TEST_OUTDIR"), (int)getpid());
+  probe_opts_t opts = {.env = (const char *const[]){env, NULL}};
+  probe_run_t run =
+      probe_run(probe_getenv("MPROF_TEST_LAZYLIB_PROBE"), (const char *const[]){path, NULL}, &opts);
+  probe_assert_exit0(&run, NULL);
+  ck_assert_int_eq((int)probe_value(&run, "stopped_rodata_kib"), 0);
+  probe_run_free(&run);
+  unlink(path);
+}
+END_TEST
+
 /* Where dlopen fails: sampling starts (fp loads nothing), mi_prof_dump fails with ELIBACC, said once on
  * stderr with the libraries it could not load, and the program runs to its end. */
 START_TEST(lazylib_no_dlopen_fails_loudly)
@@ -101,6 +120,7 @@ Suite *lazylib_suite(void)
   Suite *s = suite_create("lazylib");
   TCase *tc = tcase_create("lazylib");
   tcase_add_test(tc, lazylib_loaded_when_needed);
+  tcase_add_test(tc, lazylib_stopped_reads_no_rodata);
   tcase_add_test(tc, lazylib_no_dlopen_fails_loudly);
   tcase_add_test(tc, lazylib_no_dlopen_every_dump_path);
   suite_add_tcase(s, tc);
