@@ -18,6 +18,9 @@
  * .text.unlikely, which the linker places at the start of .text next to the entry points (the first
  * objects linked, Makefile.am), so a process that never profiles faults in few pages of our code. */
 #define MPROF_COLD        __attribute__((cold))
+/* Variables every process writes at load: in .data, on the page the loader writes anyway, rather than
+ * dirtying a page of .bss each (doc/design.md, "Pages a stopped process maps"). */
+#define MPROF_LOAD_DATA   __attribute__((section(".data.mprof_load")))
 #define MPROF_EXPORT      __attribute__((visibility("default")))
 #define MPROF_HIDDEN      __attribute__((visibility("hidden")))
 

@@ -59,7 +59,7 @@
 #include <sched.h>
 #include <string.h>
 
-bool mprof_lifetimes;
+bool mprof_lifetimes MPROF_LOAD_DATA;
 
 mprof_peak_state_t mprof_peak = {.next_interval = UINT64_MAX, .next_gdump = UINT64_MAX};
 mprof_point_t mprof_peak_points[MPROF_TIMELINE_POINTS];

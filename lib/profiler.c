@@ -50,14 +50,14 @@ enum { REQ_INTERVAL, REQ_PEAK, REQ_SIGNAL, REQ_FINAL, REQ_KINDS };
 static sem_t requests;                       /* posted once per request */
 static unsigned pending[REQ_KINDS];          /* requests not served yet, by kind (atomic) */
 static bool running;                         /* the thread exists (false in a fork child) */
-static uint64_t period_ns;                   /* MIMALLOC_PROF_PERIOD, 0 = off */
+static uint64_t period_ns MPROF_LOAD_DATA;   /* MIMALLOC_PROF_PERIOD, 0 = off */
 
 /* Interval and peak triggers: peak.c watches the estimated totals against them (mprof_peak_configure). */
-static uint64_t interval_bytes;              /* MIMALLOC_PROF_INTERVAL, 0 = off */
-static bool gdump;
+static uint64_t interval_bytes MPROF_LOAD_DATA;   /* MIMALLOC_PROF_INTERVAL, 0 = off */
+static bool gdump MPROF_LOAD_DATA;
 
 /* Signals: MIMALLOC_PROF_SIGNAL's and MIMALLOC_PROF_FINAL_SIGNALS', with the dispositions ours replaced. */
-static int dump_signal;
+static int dump_signal MPROF_LOAD_DATA;
 static uint64_t final_signals;               /* bit sig - 1: our final handler was installed for sig */
 static struct sigaction old_action[65];      /* by signal number, written before our handler goes in */
 static uint64_t final_reraise;               /* bit sig - 1: re-raise sig after the final dump (atomic) */

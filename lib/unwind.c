@@ -133,10 +133,10 @@ static bool load_libunwind(void)
 #endif
 
 static mprof_unwinder_t unwinder = MPROF_UNWIND_LIBGCC;   /* atomic: priming may change it to libgcc */
-static bool check_table;                                  /* MIMALLOC_PROF_UNWIND_CHECK: table vs libunwind */
-static uintptr_t self_lo, self_hi;                        /* the library's executable segments (DSO build) */
-static uintptr_t libc_lo, libc_hi;                        /* the C library's (pthread_getattr_np's) */
-static uintptr_t mi_lo, mi_hi;                            /* libmimalloc's */
+static bool check_table MPROF_LOAD_DATA;                  /* MIMALLOC_PROF_UNWIND_CHECK: table vs libunwind */
+static uintptr_t self_lo MPROF_LOAD_DATA, self_hi MPROF_LOAD_DATA;   /* our executable segments (DSO build) */
+static uintptr_t libc_lo MPROF_LOAD_DATA, libc_hi MPROF_LOAD_DATA;   /* libc's (pthread_getattr_np's) */
+static uintptr_t mi_lo MPROF_LOAD_DATA, mi_hi MPROF_LOAD_DATA;       /* libmimalloc's */
 
 enum { PRIME_NOT, PRIME_BUSY, PRIME_DONE };
 static int prime_state;            /* atomic; DONE (release) after the unwinders are loaded */

@@ -59,8 +59,8 @@ static mprof_retired_t *limbo;           /* atomic: retired memory not freed yet
 static mprof_unwtab_stats_t stats;       /* relaxed atomics */
 
 #define INITIAL_MAX 256
-static uintptr_t initial[INITIAL_MAX];   /* mapping starts of the objects loaded before the library */
-static size_t n_initial;
+static uintptr_t initial[INITIAL_MAX] MPROF_LOAD_DATA;   /* mapping starts of the objects loaded before us */
+static size_t n_initial MPROF_LOAD_DATA;
 
 #define COPY_MAX ((size_t)64 << 20)      /* the most call-frame information copied for one object */
 
