@@ -48,8 +48,7 @@ END_TEST
 
 /* A process that sets no MIMALLOC_PROF variable and never starts reads no page of the library's .rodata
  * or .eh_frame (lib/options.c looks up no option name; doc/design.md, "Pages a stopped process maps"):
- * the whole mapping, 40-odd KiB, would be resident after one read.  Exactly 0 KiB: nothing else reads it.
- * (Under qemu-user, /proc/self/smaps is the emulator's and says 0 for every mapping.) */
+ * the whole mapping, 40-odd KiB, would be resident after one read.  Exactly 0 KiB: nothing else reads it. */
 START_TEST(lazylib_stopped_reads_no_rodata)
 {
   char env[4096], path[4096];
@@ -59,9 +58,11 @@ START_TEST(lazylib_stopped_reads_no_rodata)
   probe_run_t run =
       probe_run(probe_getenv("MPROF_TEST_LAZYLIB_PROBE"), (const char *const[]){path, NULL}, &opts);
   probe_assert_exit0(&run, NULL);
-  ck_assert_int_eq((int)probe_value(&run, "stopped_rodata_kib"), 0);
+  int kib = (int)probe_value(&run, "stopped_rodata_kib");
   probe_run_free(&run);
   unlink(path);
+  if (kib < 0) MPROF_TEST_SKIP("the library's mappings are not in /proc/self/smaps (qemu-user shows its own)");
+  ck_assert_int_eq(kib, 0);
 }
 END_TEST
 
