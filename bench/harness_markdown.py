@@ -89,13 +89,14 @@ def peak_tables(doc, wl, add):
         h, he, hoe = tr.get("hwm_delta"), tr.get("hwm_delta_empty"), tr.get("hwm_delta_over_empty")
         if h and he and hoe:
             add("")
-            add("VmHWM at exit (/proc, read by bench/stats_report.c preloaded last in each configuration; "
+            add("VmHWM at exit (/proc, read by bench/hwm_probe.c preloaded last in each configuration; "
                 "ru_maxrss reads the kernel's per-CPU RSS counters approximately): ours stopped %+.0f KiB [%+.0f, %+.0f] "
                 "over plain mimalloc, the empty object %+.0f KiB [%+.0f, %+.0f], ours over the empty object "
                 "%+.0f KiB [%+.0f, %+.0f]." % (h["median"], h["lo"], h["hi"], he["median"], he["lo"], he["hi"],
                                                hoe["median"], hoe["lo"], hoe["hi"]))
         add("")
-        add("Resident KiB at exit by mapping (the last round, bench/stats_report.c):")
+        add("Resident KiB at exit by mapping (one run each, bench/stats_report.c, which also asks the library "
+            "for its statistics):")
         add("")
         keys = sorted({k for c in tr["classes"].values() for k in c})
         add("| configuration | " + " | ".join(keys) + " |")

@@ -87,10 +87,10 @@ def micro_trivial_rss(a, rounds):
     """Peak RSS of /bin/true under plain mimalloc, plain mimalloc with an empty object preloaded too
     (bench/empty_object.c: what one more object costs at all) and the library stopped, in `rounds`
     interleaved rounds, two ways: ru_maxrss (through bench/runone.c) and VmHWM read from /proc at exit by
-    bench/stats_report.c, preloaded last in every configuration.  The kernel here reads its per-CPU RSS
+    bench/hwm_probe.c, preloaded last in every configuration.  The kernel here reads its per-CPU RSS
     counters approximately for ru_maxrss (below VmHWM by up to 68 KiB in the same run, and an empty object
-    shows +120 KiB there but +20 in VmHWM), so differences of a few pages are read from VmHWM.  The last
-    round's stats_report line gives the resident KiB by mapping class at exit."""
+    shows +120 KiB there but +20 in VmHWM), so differences of a few pages are read from VmHWM.  One run of
+    each with bench/stats_report.c gives the resident KiB by mapping class at exit."""
     mi = system_lib("libmimalloc.so.2")
     cfgs = dict(mimalloc=[mi], empty=[mi, a.bin + "/empty_object.so"], stopped=[a.lib])
     maxrss = {c: [] for c in cfgs}
@@ -101,14 +101,20 @@ def micro_trivial_rss(a, rounds):
         for c in (sorted(cfgs) if r % 2 == 0 else sorted(cfgs, reverse=True)):
             code, _, _, rss, _ = spawn_timed(a, ["/bin/true"], dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c])), out)
             maxrss[c].append(rss if code == 0 else None)
-            mem = os.path.join(a.raw, "trivial.%s.stats" % c)
+            mem = os.path.join(a.raw, "trivial.%s.hwm" % c)
             if os.path.exists(mem):
                 os.unlink(mem)
-            env = dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c] + [a.bin + "/stats_report.so"]), STATS_REPORT_OUT=mem)
+            env = dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c] + [a.bin + "/hwm_probe.so"]), HWM_PROBE_OUT=mem)
             spawn(["/bin/true"], env, out)
             kv = parse_kv(last_line(mem))
             vmhwm[c].append(int(kv["hwm_kib"]) if "hwm_kib" in kv else None)
-            classes[c] = {k: int(v) for k, v in kv.items() if k.startswith(("rss_", "hwm_"))}
+    for c in cfgs:
+        mem = os.path.join(a.raw, "trivial.%s.stats" % c)
+        if os.path.exists(mem):
+            os.unlink(mem)
+        env = dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c] + [a.bin + "/stats_report.so"]), STATS_REPORT_OUT=mem)
+        spawn(["/bin/true"], env, out)
+        classes[c] = {k: int(v) for k, v in parse_kv(last_line(mem)).items() if k.startswith(("rss_", "hwm_"))}
     return dict(rounds=rounds, mimalloc_kib=med(maxrss["mimalloc"]), stopped_kib=med(maxrss["stopped"]),
                 empty_kib=med(maxrss["empty"]), delta=diff_stats(maxrss["stopped"], maxrss["mimalloc"]),
                 delta_empty=diff_stats(maxrss["empty"], maxrss["mimalloc"]),
