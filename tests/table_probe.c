@@ -133,9 +133,12 @@ static int mode_chain(void)
 static volatile sig_atomic_t handled, spinning;
 static pthread_t main_thread;
 
+/* Allocates on its first run only: the signaller may have sent another SIGUSR1 before it saw `handled`,
+ * and that one, delivered after this returns, interrupts another instruction (a second stack). */
 NOINLINE void probe_tbl_handler(int sig)
 {
   (void)sig;
+  if (handled) return;
   probe_keep = malloc(200);
   probe_salt += 5;
   handled = 1;
