@@ -119,7 +119,7 @@ static bool stop(void)
 
 bool mi_prof_stop(void) { return in_callback() ? mprof_fail(EDEADLK) : stop(); }
 
-bool mi_prof_is_enabled(void) { return (__atomic_load_n(&mprof_session.word, __ATOMIC_ACQUIRE) & 1) != 0; }
+MPROF_LOAD_TEXT bool mi_prof_is_enabled(void) { return (__atomic_load_n(&mprof_session.word, __ATOMIC_ACQUIRE) & 1) != 0; }
 
 bool mi_prof_available(void) { return true; }
 
@@ -300,7 +300,7 @@ static void postfork_child(void)
  * the program would call, watched on this thread's countdown.  Not ours in this process (valgrind's
  * memcheck, a static malloc, a library that binds its own) is said once: the profile would otherwise look
  * like an idle program's.  A program that merely allocated nothing gets no warning. */
-MPROF_COLD static void check_interposed(void)
+MPROF_COLD MPROF_LOAD_TEXT static void check_interposed(void)
 {
   if (!mi_prof_is_enabled() || mprof_sampler_slow_path_calls() != 0) return;
   void *(*program_malloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
@@ -316,7 +316,7 @@ MPROF_COLD static void check_interposed(void)
 }
 
 /* Runs when the library is loaded (after mimalloc's own initialisation: it is our dependency). */
-__attribute__((constructor)) static void mprof_init(void)
+__attribute__((constructor)) MPROF_COLD MPROF_LOAD_TEXT static void mprof_init(void)
 {
   mprof_options_init();
   mprof_lifetimes = mprof_option(MPROF_OPT_LIFETIMES) != 0;

@@ -179,7 +179,7 @@ static void at_exit(void)
   if (owner == getpid()) mprof_fsout_unbind(sock_dir, sock_name);
 }
 
-MPROF_COLD bool mprof_control_init(void)
+MPROF_COLD MPROF_LOAD_TEXT bool mprof_control_init(void)
 {
   uint64_t v = mprof_option(MPROF_OPT_CONTROL);
   if (v == 0) return false;

@@ -478,7 +478,7 @@ void mprof_dump_session_reset(void)
 }
 
 /* At load (the constructor): the profiler thread if a trigger needs it, and the exit handler. */
-MPROF_COLD void mprof_dump_init(void)
+MPROF_COLD MPROF_LOAD_TEXT void mprof_dump_init(void)
 {
   bool thread = mprof_profiler_init();
   if (thread || mprof_option(MPROF_OPT_FINAL) || mprof_option(MPROF_OPT_LEAK)) atexit(at_exit);

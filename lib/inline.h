@@ -14,10 +14,14 @@
 #define mprof_likely(x)   __builtin_expect(!!(x), 1)
 #define mprof_unlikely(x) __builtin_expect(!!(x), 0)
 #define MPROF_NOINLINE    __attribute__((noinline))
-/* Cold: the slow paths and the set-up every process runs once at load.  GCC puts cold functions in
- * .text.unlikely, which the linker places at the start of .text next to the entry points (the first
- * objects linked, Makefile.am), so a process that never profiles faults in few pages of our code. */
+/* Cold: the slow paths and the set-up every process runs once.  GCC puts cold functions in .text.unlikely
+ * and optimises them for size. */
 #define MPROF_COLD        __attribute__((cold))
+/* The code every process runs at load and at exit, profiling or not, where it sits in an object of the
+ * profiler's (the constructors' set-up, the exit checks): lib/stopped.ld links it into the small
+ * executable segment that holds all a stopped process runs (doc/design.md, "Pages a stopped process
+ * maps"). */
+#define MPROF_LOAD_TEXT   __attribute__((section(".text.mprof_load")))
 /* Variables every process writes at load: in .data, on the page the loader writes anyway, rather than
  * dirtying a page of .bss each (doc/design.md, "Pages a stopped process maps"). */
 #define MPROF_LOAD_DATA   __attribute__((section(".data.mprof_load")))

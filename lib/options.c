@@ -234,7 +234,7 @@ static bool secure;
 
 /* Whether the environment has a variable named MIMALLOC_PROF or MIMALLOC_PROF_*: names only, no value
  * is looked at. */
-static bool any_set(void)
+MPROF_LOAD_TEXT static bool any_set(void)
 {
   extern char **environ;
   /* Not const: in .data, so a process that sets no option reads no page of .rodata (doc/design.md,
@@ -246,7 +246,7 @@ static bool any_set(void)
   return false;
 }
 
-MPROF_COLD void mprof_options_init(void)
+MPROF_COLD MPROF_LOAD_TEXT void mprof_options_init(void)
 {
   secure = getauxval(AT_SECURE) != 0;
   if (secure) {
@@ -261,7 +261,7 @@ MPROF_COLD void mprof_options_init(void)
 
 bool mprof_options_secure(void) { return secure; }
 
-uint64_t mprof_option(mprof_option_t id) { return opt_value[id]; }
+MPROF_LOAD_TEXT uint64_t mprof_option(mprof_option_t id) { return opt_value[id]; }
 
 /* A string option: the environment's value (environment strings live as long as the process), or its
  * default. */

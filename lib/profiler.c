@@ -298,7 +298,7 @@ static bool start_thread(void)
 }
 
 /* At load: the triggers the options ask for, and the thread if one needs it. */
-MPROF_COLD bool mprof_profiler_init(void)
+MPROF_COLD MPROF_LOAD_TEXT bool mprof_profiler_init(void)
 {
   interval_bytes = mprof_option(MPROF_OPT_INTERVAL);
   gdump = mprof_option(MPROF_OPT_GDUMP) != 0;

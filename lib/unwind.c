@@ -179,7 +179,7 @@ typedef struct code_range_s {
 #define CODE_RANGES 3
 
 /* dl_iterate_phdr callback filling an array of CODE_RANGES code ranges. */
-MPROF_COLD static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
+MPROF_COLD MPROF_LOAD_TEXT static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void)size;
   code_range_t *want = arg;
@@ -240,7 +240,7 @@ static bool libgcc_s_loaded(void) { return dl_iterate_phdr(find_libgcc_s, NULL) 
 /* At load (from the constructor, before any session): where our code is (and the C library's), and which
  * unwinder MIMALLOC_PROF_UNWIND asks for.  Nothing more: a process that never samples pays for nothing
  * else. */
-MPROF_COLD void mprof_unwind_init(void)
+MPROF_COLD MPROF_LOAD_TEXT void mprof_unwind_init(void)
 {
   /* mi_version: libmimalloc's, never exported by us (mireal.c finds the object by it too). */
   code_range_t code[CODE_RANGES] = {{(uintptr_t)&mprof_unwind_init, 0, 0},

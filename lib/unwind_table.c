@@ -455,7 +455,7 @@ static void say_frame(const char *who, size_t i, uintptr_t pc)
 static const char *const end_name[] = {"done", "no-cfi", "fallback", "unreadable"};
 
 /* At exit, when the check ran: the counts, what the tables cost, and the first differing samples. */
-__attribute__((destructor)) static void check_report(void)
+__attribute__((destructor)) MPROF_LOAD_TEXT static void check_report(void)
 {
   if (check.samples == 0) return;
   mprof_unwtab_stats_t st;

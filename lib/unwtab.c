@@ -201,7 +201,7 @@ void mprof_unwtab_stats(mprof_unwtab_stats_t *out)
 /* Which objects were there before the library ran: the program and its libraries, which glibc never
  * unloads (unwind.c tells, from the constructor; a library loaded with dlopen would count what was loaded
  * before it too, but this one replaces malloc and is always loaded at start). */
-MPROF_COLD void mprof_unwtab_note_initial(uintptr_t map_start)
+MPROF_COLD MPROF_LOAD_TEXT void mprof_unwtab_note_initial(uintptr_t map_start)
 {
   if (map_start != UINTPTR_MAX && n_initial < INITIAL_MAX) initial[n_initial++] = map_start;
 }

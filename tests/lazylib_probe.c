@@ -7,7 +7,10 @@
  *   dump 1|0, dump_errno E                                    mi_prof_dump(PATH)
  *   dumped_libz ...                                           mapped after the dump
  *   stopped_rodata_kib N    resident KiB of the library's read-only data (.rodata, .eh_frame: the
- *                           mapping after its code) after a malloc, before any start; -1 if not found
+ *                           mapping after its last code) after a malloc, before any start; -1 if not found
+ *   stopped_code_segments N the library's executable mappings (2 when lib/stopped.ld links it)
+ *   stopped_cold_code_kib N resident KiB of the second of them (the code only profiling runs), at the
+ *                           same moment; -1 if there is no second
  * Usage: lazylib_probe PATH */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -32,26 +35,43 @@ static void mapped(const char *when)
   for (int i = 0; i < 3; i++) printf("%s_%.*s %d\n", when, (int)(strlen(libs[i]) - 3), libs[i], seen[i]);
 }
 
-/* The Rss of the mapping that follows libmimalloc-prof's executable one, from /proc/self/smaps. */
-static long rodata_kib(void)
+#define MAPPINGS 16
+
+/* libmimalloc-prof's mappings in address order, from /proc/self/smaps: each one's permissions and Rss. */
+static int our_mappings(char perms[MAPPINGS][8], long rss_kib[MAPPINGS])
 {
   FILE *f = fopen("/proc/self/smaps", "r");
   char line[1024];
-  int state = 0;                           /* 0: before our code, 1: in it, 2: in the mapping after it */
-  long kib = -1;
-  while (f != NULL && fgets(line, sizeof line, f) != NULL && kib < 0) {
-    char perms[8] = "";
-    bool header = strchr(line, '-') != NULL && sscanf(line, "%*x-%*x %7s", perms) == 1 && strlen(perms) == 4;
+  int n = 0;
+  bool ours = false;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    char p[8] = "";
+    bool header = strchr(line, '-') != NULL && sscanf(line, "%*x-%*x %7s", p) == 1 && strlen(p) == 4;
     if (header) {
-      bool ours = strstr(line, "libmimalloc-prof") != NULL;
-      if (state == 1 && ours && strcmp(perms, "r--p") == 0) state = 2;
-      else state = ours && strcmp(perms, "r-xp") == 0 ? 1 : 0;
-    } else if (state == 2 && strncmp(line, "Rss:", 4) == 0) {
-      sscanf(line + 4, "%ld", &kib);
+      ours = strstr(line, "libmimalloc-prof") != NULL && n < MAPPINGS;
+      if (ours) strcpy(perms[n], p), rss_kib[n++] = -1;
+    } else if (ours && strncmp(line, "Rss:", 4) == 0) {
+      sscanf(line + 4, "%ld", &rss_kib[n - 1]);
     }
   }
   if (f != NULL) fclose(f);
-  return kib;
+  return n;
+}
+
+/* Prints the stopped_* lines about the library's read-only data and its code. */
+static void resident(void)
+{
+  char perms[MAPPINGS][8];
+  long kib[MAPPINGS];
+  int n = our_mappings(perms, kib), code = 0, last_code = -1;
+  long cold = -1, rodata = -1;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(perms[i], "r-xp") != 0) continue;
+    if (++code == 2) cold = kib[i];
+    last_code = i;
+  }
+  if (last_code >= 0 && last_code + 1 < n && strcmp(perms[last_code + 1], "r--p") == 0) rodata = kib[last_code + 1];
+  printf("stopped_rodata_kib %ld\nstopped_code_segments %d\nstopped_cold_code_kib %ld\n", rodata, code, cold);
 }
 
 int main(int argc, char **argv)
@@ -63,7 +83,7 @@ int main(int argc, char **argv)
   void *volatile p = malloc(1000);
   free(p);
   mapped("stopped");
-  printf("stopped_rodata_kib %ld\n", rodata_kib());
+  resident();
   errno = 0;
   bool ok = start(0);
   printf("start %d\nstart_errno %d\n", ok, ok ? 0 : errno);

@@ -66,6 +66,32 @@ START_TEST(lazylib_stopped_reads_no_rodata)
 }
 END_TEST
 
+/* A process that never starts runs no code of the second executable segment, where lib/stopped.ld puts
+ * all but the entry points and the set-up at load (doc/design.md, "Pages a stopped process maps"): a
+ * fault there would map its whole large folio, 64 KiB and more.  Exactly 0 KiB: one page of it run is 4
+ * or more.  Skipped where the library was linked without the script (one executable segment). */
+START_TEST(lazylib_stopped_runs_no_profiling_code)
+{
+  char env[4096], path[4096];
+  snprintf(env, sizeof env, "LD_PRELOAD=%s", probe_getenv("MPROF_TEST_LIB"));
+  snprintf(path, sizeof path, "%s/lazylib-code-%d.pb.gz", probe_getenv("MPROF_TEST_OUTDIR"), (int)getpid());
+  probe_opts_t opts = {.env = (const char *const[]){env, NULL}};
+  probe_run_t run =
+      probe_run(probe_getenv("MPROF_TEST_LAZYLIB_PROBE"), (const char *const[]){path, NULL}, &opts);
+  probe_assert_exit0(&run, NULL);
+  int segments = (int)probe_value(&run, "stopped_code_segments");
+  int kib = (int)probe_value(&run, "stopped_cold_code_kib");
+  probe_run_free(&run);
+  unlink(path);
+  if (segments == 0) MPROF_TEST_SKIP("the library's mappings are not in /proc/self/smaps (qemu-user shows its own)");
+#if !MPROF_STOPPED_LD
+  if (segments == 1) MPROF_TEST_SKIP("the library was linked without lib/stopped.ld (not GNU ld)");
+#endif
+  ck_assert_int_eq(segments, 2);
+  ck_assert_int_eq(kib, 0);
+}
+END_TEST
+
 /* Where dlopen fails: sampling starts (fp loads nothing), mi_prof_dump fails with ELIBACC, said once on
  * stderr with the libraries it could not load, and the program runs to its end. */
 START_TEST(lazylib_no_dlopen_fails_loudly)
@@ -122,6 +148,7 @@ Suite *lazylib_suite(void)
   TCase *tc = tcase_create("lazylib");
   tcase_add_test(tc, lazylib_loaded_when_needed);
   tcase_add_test(tc, lazylib_stopped_reads_no_rodata);
+  tcase_add_test(tc, lazylib_stopped_runs_no_profiling_code);
   tcase_add_test(tc, lazylib_no_dlopen_fails_loudly);
   tcase_add_test(tc, lazylib_no_dlopen_every_dump_path);
   suite_add_tcase(s, tc);
