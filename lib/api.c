@@ -119,7 +119,10 @@ static bool stop(void)
 
 bool mi_prof_stop(void) { return in_callback() ? mprof_fail(EDEADLK) : stop(); }
 
-MPROF_LOAD_TEXT bool mi_prof_is_enabled(void) { return (__atomic_load_n(&mprof_session.word, __ATOMIC_ACQUIRE) & 1) != 0; }
+MPROF_LOAD_TEXT bool mi_prof_is_enabled(void)
+{
+  return (__atomic_load_n(&mprof_session.word, __ATOMIC_ACQUIRE) & 1) != 0;
+}
 
 bool mi_prof_available(void) { return true; }
 

@@ -70,7 +70,8 @@ static void resident(void)
     if (++code == 2) cold = kib[i];
     last_code = i;
   }
-  if (last_code >= 0 && last_code + 1 < n && strcmp(perms[last_code + 1], "r--p") == 0) rodata = kib[last_code + 1];
+  if (last_code >= 0 && last_code + 1 < n && strcmp(perms[last_code + 1], "r--p") == 0)
+    rodata = kib[last_code + 1];
   printf("stopped_rodata_kib %ld\nstopped_code_segments %d\nstopped_cold_code_kib %ld\n", rodata, code, cold);
 }
 

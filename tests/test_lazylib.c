@@ -83,7 +83,8 @@ START_TEST(lazylib_stopped_runs_no_profiling_code)
   int kib = (int)probe_value(&run, "stopped_cold_code_kib");
   probe_run_free(&run);
   unlink(path);
-  if (segments == 0) MPROF_TEST_SKIP("the library's mappings are not in /proc/self/smaps (qemu-user shows its own)");
+  if (segments == 0)
+    MPROF_TEST_SKIP("the library's mappings are not in /proc/self/smaps (qemu-user shows its own)");
 #if !MPROF_STOPPED_LD
   if (segments == 1) MPROF_TEST_SKIP("the library was linked without lib/stopped.ld (not GNU ld)");
 #endif
