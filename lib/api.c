@@ -39,6 +39,7 @@ static bool in_callback(void) { return mprof_tls.guard != 0; }
  * frees a sampled block has that free deferred, never taking a profiler lock this thread holds. */
 static size_t api_enter(void)
 {
+  mprof_fork_handlers();
   size_t countdown = mprof_guard_enter();
   mprof_lock(&api_lock);
   return countdown;
@@ -298,6 +299,18 @@ static void postfork_child(void)
   mprof_guard_leave(fork_countdown);
 }
 
+/* The handlers are registered by the first call that can take a profiler lock or start a session: a
+ * process that never profiles takes no lock of ours and has no state a fork child must reset, and glibc's
+ * first registration reads a page of its read-only data, which maps a whole folio (about 50 KiB resident
+ * in /bin/true).  Registering before the lock is taken keeps fork safe: fork runs the handlers under
+ * glibc's atfork lock, which the registration takes too, so a fork either sees them or precedes the
+ * lock. */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void register_fork_handlers(void) { pthread_atfork(prefork, postfork_parent, postfork_child); }
+
+void mprof_fork_handlers(void) { pthread_once(&fork_once, register_fork_handlers); }
+
 /* At exit, with sampling on: does malloc reach this library at all?  Asked only when no countdown ever
  * ran out (every thread's first allocation while running does that): one malloc(1) through the symbol
  * the program would call, watched on this thread's countdown.  Not ours in this process (valgrind's
@@ -325,7 +338,7 @@ __attribute__((constructor)) MPROF_COLD MPROF_LOAD_TEXT static void mprof_init(v
   mprof_lifetimes = mprof_option(MPROF_OPT_LIFETIMES) != 0;
   mprof_unwind_init();
   mprof_dump_init();
-  pthread_atfork(prefork, postfork_parent, postfork_child);
+  if (mprof_options_given()) mprof_fork_handlers();   /* a session, a thread or an exit dump may follow */
   atexit(check_interposed);
   if (mprof_option(MPROF_OPT_PROF) && !mi_prof_start(0) && errno != ENOMEM)   /* ENOMEM: said already */
     mprof_warn("MIMALLOC_PROF=1 but profiling could not start (errno %d)", errno);

@@ -22,6 +22,7 @@
  * pipe the forking thread reads; in the child, where no dump is running, this file's state is
  * re-initialised instead.
  */
+#include "api.h"
 #include "dump.h"
 #include "fsout.h"
 #include "internal.h"
@@ -220,6 +221,7 @@ static bool write_auto_locked(char kind, const mprof_objects_t *objs, char *name
  * nothing here is sampled (and nothing here allocates). */
 static bool dump_api(const char *path, int fd)
 {
+  mprof_fork_handlers();
   char name[4096];
   dump_shield_t shield;
   shield_up(&shield);

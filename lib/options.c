@@ -231,6 +231,7 @@ static void read_option(mprof_option_t id)
 }
 
 static bool secure;
+static bool given;                        /* a MIMALLOC_PROF variable is set, and read */
 
 /* Whether the environment has a variable named MIMALLOC_PROF or MIMALLOC_PROF_*: names only, no value
  * is looked at. */
@@ -256,10 +257,13 @@ MPROF_COLD MPROF_LOAD_TEXT void mprof_options_init(void)
     return;
   }
   if (!any_set()) return;                 /* every option keeps its default: no name is looked up */
+  given = true;
   for (int id = 0; id < MPROF_OPT_COUNT; id++) read_option((mprof_option_t)id);
 }
 
 bool mprof_options_secure(void) { return secure; }
+
+MPROF_LOAD_TEXT bool mprof_options_given(void) { return given; }
 
 MPROF_LOAD_TEXT uint64_t mprof_option(mprof_option_t id) { return opt_value[id]; }
 

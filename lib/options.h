@@ -46,5 +46,6 @@ int         mprof_option_parse(const char *name, const char *text, uint64_t *val
 /* Secure mode: the kernel set AT_SECURE (a set-user-ID or set-group-ID program, or one that gained
  * capabilities at exec).  Then no MIMALLOC_PROF_* variable is read: every option keeps its default. */
 bool        mprof_options_secure(void);
+bool        mprof_options_given(void);    /* a MIMALLOC_PROF variable was read at load */
 
 #endif /* MPROF_OPTIONS_H */

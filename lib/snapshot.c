@@ -8,6 +8,7 @@
  * memory, which the tables leave free for it (pmem.c): a visit or a dump at a time always gets it.
  */
 #include "snapshot.h"
+#include "api.h"
 #include "internal.h"
 #include "options.h"
 #include "peak.h"
@@ -189,6 +190,7 @@ void mprof_snapshot_release(mprof_snapshot_t *s)
 
 bool mi_prof_visit(mi_prof_visit_fn *visitor, void *arg)
 {
+  mprof_fork_handlers();
   if (visitor == NULL) {
     errno = EINVAL;
     return false;

@@ -290,6 +290,32 @@ static int fork_child(unsigned i, unsigned long pre_sampled)
   return 0;
 }
 
+/* The fork handlers are registered by the first API call (lib/api.c): a process forked before any call
+ * has a profiler no lock of which was ever taken, and child and parent each start, sample and stop.
+ * Rate 1: every allocation is sampled, so each sees exactly its own 64 samples. */
+static int fork_first_session(void)
+{
+  if (!mi_prof_start(1)) return 10;
+  void *volatile p[64];
+  for (int k = 0; k < 64; k++) p[k] = malloc(4096);
+  mi_prof_stats_t st = stats_now();
+  for (int k = 0; k < 64; k++) free(p[k]);
+  if (!mi_prof_stop()) return 11;
+  return st.samples == 64 ? 0 : 12;
+}
+
+START_TEST(hazards_fork_before_any_call)
+{
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) _exit(fork_first_session());
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+  ck_assert_int_eq(fork_first_session(), 0);
+}
+END_TEST
+
 START_TEST(hazards_fork_while_sampling)
 {
   /* The workers exist before the session (see hazards_threads_4x100k) and start allocating after it. */
@@ -645,6 +671,7 @@ Suite *hazards_suite(void)
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, hazards_threads_4x100k);
   tcase_add_test(tc, hazards_tsd_destructor_allocates);
+  tcase_add_test(tc, hazards_fork_before_any_call);
   tcase_add_test(tc, hazards_fork_while_sampling);
   tcase_add_test(tc, hazards_mi_collect_true);
   tcase_add_test(tc, hazards_huge_and_overaligned);
