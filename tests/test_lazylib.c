@@ -85,8 +85,10 @@ START_TEST(lazylib_stopped_runs_no_profiling_code)
   unlink(path);
   if (segments == 0)
     MPROF_TEST_SKIP("the library's mappings are not in /proc/self/smaps (qemu-user shows its own)");
-#if !MPROF_STOPPED_LD
-  if (segments == 1) MPROF_TEST_SKIP("the library was linked without lib/stopped.ld (not GNU ld)");
+  /* x86's GNU ld separates code from read-only data (-z separate-code), so the script's read-only page
+   * ends a segment; aarch64's puts both in one segment, and the script changes only the order there. */
+#if !MPROF_STOPPED_LD || !(defined __x86_64__ || defined __i386__)
+  if (segments == 1) MPROF_TEST_SKIP("one executable segment: not x86's GNU ld with lib/stopped.ld");
 #endif
   ck_assert_int_eq(segments, 2);
   ck_assert_int_eq(kib, 0);
