@@ -449,7 +449,7 @@ static void at_exit(void)
 
 /* A new session (sampling at `rate` bytes): profiles measure their duration from now, the interval and
  * peak triggers start over. */
-void mprof_dump_session_begin(uint64_t rate)
+MPROF_SESSION_TEXT void mprof_dump_session_begin(uint64_t rate)
 {
   __atomic_store_n(&session_start_mono, clock_ns(CLOCK_MONOTONIC), __ATOMIC_RELAXED);
   __atomic_store_n(&session_end_mono, 0, __ATOMIC_RELAXED);
@@ -459,14 +459,14 @@ void mprof_dump_session_begin(uint64_t rate)
 }
 
 /* mi_prof_stop: profiles still show the session (its rate, its time up to now) and say it stopped. */
-void mprof_dump_session_end(void)
+MPROF_SESSION_TEXT void mprof_dump_session_end(void)
 {
   __atomic_store_n(&session_end_mono, clock_ns(CLOCK_MONOTONIC), __ATOMIC_RELAXED);
   __atomic_store_n(&session_end_real, clock_ns(CLOCK_REALTIME), __ATOMIC_RELAXED);
 }
 
 /* mi_prof_reset while stopped: no session's data any more (no final profile either). */
-void mprof_dump_session_discard(void)
+MPROF_SESSION_TEXT void mprof_dump_session_discard(void)
 {
   __atomic_store_n(&session_rate, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&session_end_mono, 0, __ATOMIC_RELAXED);

@@ -22,6 +22,10 @@
  * executable segment that holds all a stopped process runs (doc/design.md, "Pages a stopped process
  * maps"). */
 #define MPROF_LOAD_TEXT   __attribute__((section(".text.mprof_load")))
+/* What a session's start, stop and reset and the sampling path call in the objects that write profiles:
+ * kept with the sampling code, out of the segment lib/stopped.ld gives to the code only writing a
+ * profile or serving the control socket runs. */
+#define MPROF_SESSION_TEXT __attribute__((section(".text.mprof_session")))
 /* Variables every process writes at load: in .data, on the page the loader writes anyway, rather than
  * dirtying a page of .bss each (doc/design.md, "Pages a stopped process maps"). */
 #define MPROF_LOAD_DATA   __attribute__((section(".data.mprof_load")))

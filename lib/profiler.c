@@ -75,7 +75,7 @@ static void request(int kind)
 
 /* A free slot of the sampled-block heap will be due for giving back (sheap.c): where this thread runs, it
  * gives it back on time, whatever the program does meanwhile.  Async-signal-safe, as request(). */
-void mprof_profiler_purge_wake(void)
+MPROF_SESSION_TEXT void mprof_profiler_purge_wake(void)
 {
   if (!__atomic_load_n(&running, __ATOMIC_RELAXED)) return;
   int saved = errno;
@@ -340,7 +340,7 @@ MPROF_COLD MPROF_LOAD_TEXT bool mprof_profiler_init(void)
 
 /* A new session (sampling at `rate` bytes): the interval and peak triggers start over (peak.c watches the
  * totals; a peak profile waits for at least ten sample periods of growth). */
-void mprof_profiler_session_begin(uint64_t rate)
+MPROF_SESSION_TEXT void mprof_profiler_session_begin(uint64_t rate)
 {
   mprof_peak_configure(rate, interval_bytes, gdump ? 10 * rate : 0);
 }

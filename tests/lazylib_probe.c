@@ -8,9 +8,11 @@
  *   dumped_libz ...                                           mapped after the dump
  *   stopped_rodata_kib N    resident KiB of the library's read-only data (.rodata, .eh_frame: the
  *                           mapping after its last code) after a malloc, before any start; -1 if not found
- *   stopped_code_segments N the library's executable mappings (2 when lib/stopped.ld links it)
- *   stopped_cold_code_kib N resident KiB of the second of them (the code only profiling runs), at the
- *                           same moment; -1 if there is no second
+ *   stopped_code_segments N the library's executable mappings (3 when lib/stopped.ld links it), and at
+ *   stopped_write_code_kib N   the same moment the resident KiB of the second (the code only writing a
+ *   stopped_sampling_code_kib N  profile runs) and of the third (sampling's); -1 where there is none
+ *   started_code_segments N, started_write_code_kib N, started_sampling_code_kib N   the same after the
+ *                           start and one malloc and free
  * Usage: lazylib_probe PATH */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -58,21 +60,24 @@ static int our_mappings(char perms[MAPPINGS][8], long rss_kib[MAPPINGS])
   return n;
 }
 
-/* Prints the stopped_* lines about the library's read-only data and its code. */
-static void resident(void)
+/* Prints the WHEN_* lines about the library's code (and, stopped, its read-only data). */
+static void resident(const char *when)
 {
   char perms[MAPPINGS][8];
   long kib[MAPPINGS];
   int n = our_mappings(perms, kib), code = 0, last_code = -1;
-  long cold = -1, rodata = -1;
+  long write = -1, sampling = -1, rodata = -1;
   for (int i = 0; i < n; i++) {
     if (strcmp(perms[i], "r-xp") != 0) continue;
-    if (++code == 2) cold = kib[i];
+    if (++code == 2) write = kib[i];
+    if (code == 3) sampling = kib[i];
     last_code = i;
   }
   if (last_code >= 0 && last_code + 1 < n && strcmp(perms[last_code + 1], "r--p") == 0)
     rodata = kib[last_code + 1];
-  printf("stopped_rodata_kib %ld\nstopped_code_segments %d\nstopped_cold_code_kib %ld\n", rodata, code, cold);
+  if (strcmp(when, "stopped") == 0) printf("stopped_rodata_kib %ld\n", rodata);
+  printf("%s_code_segments %d\n%s_write_code_kib %ld\n%s_sampling_code_kib %ld\n", when, code, when, write, when,
+         sampling);
 }
 
 int main(int argc, char **argv)
@@ -84,13 +89,14 @@ int main(int argc, char **argv)
   void *volatile p = malloc(1000);
   free(p);
   mapped("stopped");
-  resident();
+  resident("stopped");
   errno = 0;
   bool ok = start(0);
   printf("start %d\nstart_errno %d\n", ok, ok ? 0 : errno);
   p = malloc(1000);
   free(p);
   mapped("started");
+  resident("started");
   errno = 0;
   ok = dump(argv[1]);
   printf("dump %d\ndump_errno %d\n", ok, ok ? 0 : errno);

@@ -66,32 +66,56 @@ START_TEST(lazylib_stopped_reads_no_rodata)
 }
 END_TEST
 
-/* A process that never starts runs no code of the second executable segment, where lib/stopped.ld puts
- * all but the entry points and the set-up at load (doc/design.md, "Pages a stopped process maps"): a
- * fault there would map its whole large folio, 64 KiB and more.  Exactly 0 KiB: one page of it run is 4
- * or more.  Skipped where the library was linked without the script (one executable segment). */
-START_TEST(lazylib_stopped_runs_no_profiling_code)
+/* The library's executable segments (lib/stopped.ld): a fault in one maps its whole large folio, 64 KiB and
+ * more, so a process that never starts runs no code of the second (writing a profile) or the third
+ * (sampling), and one that samples at rate 1 but never dumps runs none of the second.  Exactly 0 KiB: one
+ * page run is 4 or more.  Skipped where the library was linked without the script (one segment). */
+static bool run_segments(const char *test, const char *env_rate, probe_run_t *run)
 {
   char env[4096], path[4096];
   snprintf(env, sizeof env, "LD_PRELOAD=%s", probe_getenv("MPROF_TEST_LIB"));
-  snprintf(path, sizeof path, "%s/lazylib-code-%d.pb.gz", probe_getenv("MPROF_TEST_OUTDIR"), (int)getpid());
-  probe_opts_t opts = {.env = (const char *const[]){env, NULL}};
-  probe_run_t run =
-      probe_run(probe_getenv("MPROF_TEST_LAZYLIB_PROBE"), (const char *const[]){path, NULL}, &opts);
-  probe_assert_exit0(&run, NULL);
-  int segments = (int)probe_value(&run, "stopped_code_segments");
-  int kib = (int)probe_value(&run, "stopped_cold_code_kib");
-  probe_run_free(&run);
+  snprintf(path, sizeof path, "%s/%s-%d.pb.gz", probe_getenv("MPROF_TEST_OUTDIR"), test, (int)getpid());
+  probe_opts_t opts = {.env = (const char *const[]){env, env_rate, NULL}};
+  *run = probe_run(probe_getenv("MPROF_TEST_LAZYLIB_PROBE"), (const char *const[]){path, NULL}, &opts);
+  probe_assert_exit0(run, NULL);
   unlink(path);
-  if (segments == 0)
-    MPROF_TEST_SKIP("the library's mappings are not in /proc/self/smaps (qemu-user shows its own)");
-  /* x86's GNU ld separates code from read-only data (-z separate-code), so the script's read-only page
-   * ends a segment; aarch64's puts both in one segment, and the script changes only the order there. */
+  int segments = (int)probe_value(run, "stopped_code_segments");
+  const char *skip = NULL;
+  if (segments == 0) skip = "the library's mappings are not in /proc/self/smaps (qemu-user shows its own)";
+  /* x86's GNU ld separates code from read-only data (-z separate-code), so the script's read-only pages
+   * end segments; aarch64's puts both in one segment, and the script changes only the order there. */
 #if !MPROF_STOPPED_LD || !(defined __x86_64__ || defined __i386__)
-  if (segments == 1) MPROF_TEST_SKIP("one executable segment: not x86's GNU ld with lib/stopped.ld");
+  if (segments == 1) skip = "one executable segment: not x86's GNU ld with lib/stopped.ld";
 #endif
-  ck_assert_int_eq(segments, 2);
-  ck_assert_int_eq(kib, 0);
+  if (skip != NULL) {
+    probe_run_free(run);
+    mprof_test_skip(test, skip);
+    return false;
+  }
+  ck_assert_int_eq(segments, 3);
+  return true;
+}
+
+/* No option set: nothing but the first segment runs. */
+START_TEST(lazylib_stopped_runs_no_profiling_code)
+{
+  probe_run_t run;
+  if (!run_segments(__func__, NULL, &run)) return;
+  ck_assert_int_eq((int)probe_value(&run, "stopped_write_code_kib"), 0);
+  ck_assert_int_eq((int)probe_value(&run, "stopped_sampling_code_kib"), 0);
+  probe_run_free(&run);
+}
+END_TEST
+
+/* Started at rate 1: its malloc is sampled, and still nothing of the second segment runs. */
+START_TEST(lazylib_sampling_runs_no_writing_code)
+{
+  probe_run_t run;
+  if (!run_segments(__func__, "MIMALLOC_PROF_SAMPLE_RATE=1", &run)) return;
+  ck_assert_uint_eq(probe_value(&run, "start"), 1);
+  ck_assert_int_eq((int)probe_value(&run, "started_write_code_kib"), 0);
+  ck_assert_int_gt((int)probe_value(&run, "started_sampling_code_kib"), 0);
+  probe_run_free(&run);
 }
 END_TEST
 
@@ -152,6 +176,7 @@ Suite *lazylib_suite(void)
   tcase_add_test(tc, lazylib_loaded_when_needed);
   tcase_add_test(tc, lazylib_stopped_reads_no_rodata);
   tcase_add_test(tc, lazylib_stopped_runs_no_profiling_code);
+  tcase_add_test(tc, lazylib_sampling_runs_no_writing_code);
   tcase_add_test(tc, lazylib_no_dlopen_fails_loudly);
   tcase_add_test(tc, lazylib_no_dlopen_every_dump_path);
   suite_add_tcase(s, tc);
