@@ -76,8 +76,8 @@ static void resident(const char *when)
   if (last_code >= 0 && last_code + 1 < n && strcmp(perms[last_code + 1], "r--p") == 0)
     rodata = kib[last_code + 1];
   if (strcmp(when, "stopped") == 0) printf("stopped_rodata_kib %ld\n", rodata);
-  printf("%s_code_segments %d\n%s_write_code_kib %ld\n%s_sampling_code_kib %ld\n", when, code, when, write, when,
-         sampling);
+  printf("%s_code_segments %d\n", when, code);
+  printf("%s_write_code_kib %ld\n%s_sampling_code_kib %ld\n", when, write, when, sampling);
 }
 
 int main(int argc, char **argv)
