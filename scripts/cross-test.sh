@@ -177,6 +177,11 @@ if [ -f "$binfmt" ] && grep -qx enabled "$binfmt" && "$build/hello"; then
   runner="under $(qemu-"$qarch"-static --version | head -n 1) through binfmt_misc"
 elif "$build/hello" 2>/dev/null; then
   runner="natively (the kernel runs $arch programs)"
+elif [ "$arch" = i386 ]; then
+  # An amd64 kernel built without IA32 emulation.  Debian registers no qemu-i386 on amd64, and under a
+  # hand-registered one the suite's dump tests fail on any tree (no profile is written at exit, by the
+  # interval or on a signal), so i386 is not tested here rather than tested wrongly.
+  skip_all "this kernel does not run i386 programs (no IA32 emulation), and qemu-i386 is no substitute"
 else
   # qemu-user, registered with binfmt_misc (its F flag: the interpreter is opened now, so it works in any
   # mount namespace or chroot); a test's child processes run under it too.
@@ -186,14 +191,6 @@ else
   [ -e /proc/sys/fs/binfmt_misc/status ] || $sudo mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
     || fail "cannot mount binfmt_misc (needed to run $arch programs under qemu-user)"
   $sudo update-binfmts --enable "qemu-$qarch" >>"$apt_log" 2>&1 || true
-  # Debian registers no qemu-i386 on amd64, whose kernels usually run i386 natively; one built without
-  # IA32 emulation does not: register it here, by the ELF header of an i386 executable or shared object.
-  if [ "$qarch" = i386 ] && [ ! -e /proc/sys/fs/binfmt_misc/qemu-i386 ] && [ -x /usr/bin/qemu-i386-static ]; then
-    magic='\x7fELF\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x03\x00'
-    mask='\xff\xff\xff\xff\xff\xfe\xfe\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
-    printf ':qemu-i386:M::%s:%s:/usr/bin/qemu-i386-static:F\n' "$magic" "$mask" |
-      $sudo tee /proc/sys/fs/binfmt_misc/register >/dev/null || true
-  fi
   "$build/hello" || fail "$arch programs do not run, even with qemu-$qarch registered in binfmt_misc"
   runner="under $(qemu-"$qarch"-static --version | head -n 1) through binfmt_misc"
 fi
