@@ -11,11 +11,18 @@ Runs every workload under every allocator configuration and writes results.json 
   wall, CPU,    ROUNDS interleaved rounds: in each round every workload runs once under every
   peak RSS,     configuration, the configurations in a fresh random order (seeded) one right after the
   page faults   other, so each round is a block of paired runs.  bench/runone.c runs each: wall = fork
-                to wait4; CPU = user + sys, peak RSS = ru_maxrss and minor faults, all from wait4.  A
-                ratio is the median over rounds of the per-round ratio to the reference
-                configuration; its interval is the distribution-free
+                to wait4; CPU = user + sys and minor faults from wait4; peak RSS = VmHWM at exit, read by
+                bench/hwm_probe.c preloaded last in every configuration (ru_maxrss, approximate here,
+                is kept beside it).  A ratio is the median over rounds of the per-round ratio to the
+                reference configuration; its interval is the distribution-free
                 (sign-test / order-statistic) interval for that median at >= 95% where the number of
                 rounds allows it (n >= 6), otherwise [min, max] with the coverage it has.
+  memory        MEMORY_ROUNDS more rounds of the threaded C workloads under the configurations the
+                memory criteria compare (mimalloc, stopped, fp, table, jemalloc, jemalloc-prof, tcmalloc,
+                tcmalloc-sample): a difference of peak RSS is the median over the timed and the memory
+                rounds.  Threaded workloads' peaks move by megabytes from run to run (mstress_like's A/A
+                differences have a standard deviation of about 2.4 MiB), so their medians need more
+                rounds than the times do.  Part of the timing phase.
   samples       one extra run per (workload, unwinder) with bench/unwind_report.c preloaded after the
                 library: samples taken and stack depths (not timed).
   micro         bench/sample_cost.c (cost per sample by unwinder and depth: CPU and wall time, and
@@ -78,6 +85,7 @@ def main():
     p.add_argument("--plant-preload")
     p.add_argument("--quick", type=int, default=0)
     p.add_argument("--rounds", type=int, default=0)
+    p.add_argument("--memory-rounds", type=int, default=-1)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     p.add_argument("--workloads", default="")
     p.add_argument("--phases", default="callgrind timing samples micro")
@@ -95,6 +103,7 @@ def main():
         if getattr(a, k) is None:
             p.error("--%s is required" % k.replace("_", "-"))
     a.rounds = a.rounds or (3 if a.quick else 12)
+    a.mem_rounds = a.memory_rounds if a.memory_rounds >= 0 else (0 if a.quick else 30)
     a.scale = 0.1 if a.quick else 1.0
     a.depths = [8, 32] if a.quick else [8, 16, 32, 64]
     a.pairs = 5 if a.quick else 15
@@ -128,7 +137,8 @@ def main():
     tm = None
     if "timing" in phases:
         t = time.time()
-        print("harness: timing, %d rounds of %d workloads x %d configurations" % (a.rounds, len(workloads), len(configs)), flush=True)
+        print("harness: timing, %d rounds of %d workloads x %d configurations, then %d memory rounds" % (
+            a.rounds, len(workloads), len(configs), a.mem_rounds), flush=True)
         a.loadavg.append("%.2f" % os.getloadavg()[0])
         tm = phase_timing(a, configs, workloads)
         a.loadavg.append("%.2f" % os.getloadavg()[0])

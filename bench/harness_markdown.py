@@ -130,8 +130,10 @@ def markdown(doc, a):
     add("")
     add("Sample rate %d bytes everywhere (ours `MIMALLOC_PROF_SAMPLE_RATE`, jemalloc `lg_prof_sample:19`, tcmalloc "
         "`TCMALLOC_SAMPLE_PARAMETER`).  Instructions: callgrind, whole process, one run each.  Wall/CPU: %d interleaved "
-        "rounds; ratio = %s.  `+`/`-` after an interval: the interval lies above/below 1.  Time: %s." % (
-            meta["rate"], meta["rounds"], meta["interval"],
+        "rounds; peak RSS (VmHWM at exit): those, and %d memory rounds more of the threaded C workloads; "
+        "ratio = %s.  `+`/`-` after an "
+        "interval: the interval lies above/below 1.  Time: %s." % (
+            meta["rate"], meta["rounds"], meta.get("memory_rounds", 0), meta["interval"],
             ", ".join("%s %.0f s" % kv for kv in meta["phases_seconds"].items())))
     add("")
 
@@ -190,10 +192,11 @@ def markdown(doc, a):
             add("| %s | %s | %s | %s | %s | %s | %s | %s |" % (w, icell("all"), icell("own"), rcell("fp"), rcell("table"),
                                                           "%d" % lim if lim else "-", wcell("fp"), wcell("table")))
         add("")
-        add("Extra peak RSS: median over rounds of the per-round difference of `ru_maxrss` (configuration - stopped), "
-            "its interval as for the ratios; live samples: the most live at once in a separate run with "
-            "`bench/stats_report.c` (timed size, same seed).  libunwind and libgcc are reported below but not held to "
-            "the criteria (not the default unwinder: `auto` takes table).")
+        add("Extra peak RSS: median over rounds (the timed rounds and the memory rounds) of the per-round "
+            "difference of VmHWM at exit (configuration - stopped), its interval as for the ratios; live "
+            "samples: the most live at once in a separate run with `bench/stats_report.c` (timed size, same "
+            "seed).  libunwind and libgcc are reported below but not held to the criteria (not the default "
+            "unwinder: `auto` takes table).")
         add("")
 
     # Controls
@@ -283,7 +286,7 @@ def markdown(doc, a):
         add("| %s | %s |" % (w, " | ".join(cells)))
     add("")
 
-    add("## Absolute figures: instructions (M) / wall ms / CPU ms / peak RSS MiB (medians)")
+    add("## Absolute figures: instructions (M) / wall ms / CPU ms / peak RSS (VmHWM) MiB (medians)")
     add("")
     add("| configuration | " + " | ".join(wl) + " |")
     add("|---|" + "---:|" * len(wl))

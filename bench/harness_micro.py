@@ -86,11 +86,11 @@ def micro_prof_scale(a):
 def micro_trivial_rss(a, rounds):
     """Peak RSS of /bin/true under plain mimalloc, plain mimalloc with an empty object preloaded too
     (bench/empty_object.c: what one more object costs at all) and the library stopped, in `rounds`
-    interleaved rounds, two ways: ru_maxrss (through bench/runone.c) and VmHWM read from /proc at exit by
-    bench/hwm_probe.c, preloaded last in every configuration.  The kernel here reads its per-CPU RSS
-    counters approximately for ru_maxrss (below VmHWM by up to 68 KiB in the same run, and an empty object
-    shows +120 KiB there but +20 in VmHWM), so differences of a few pages are read from VmHWM.  One run of
-    each with bench/stats_report.c gives the resident KiB by mapping class at exit."""
+    interleaved rounds, two ways from each run (bench/runone.c with bench/hwm_probe.c preloaded last):
+    VmHWM at exit and ru_maxrss.  The kernel here reads its per-CPU RSS counters approximately for
+    ru_maxrss (below VmHWM by up to 68 KiB in the same run, and an empty object shows +120 KiB there but +20
+    in VmHWM), so differences of a few pages are read from VmHWM.  One run of each with
+    bench/stats_report.c gives the resident KiB by mapping class at exit."""
     mi = system_lib("libmimalloc.so.2")
     cfgs = dict(mimalloc=[mi], empty=[mi, a.bin + "/empty_object.so"], stopped=[a.lib])
     maxrss = {c: [] for c in cfgs}
@@ -99,15 +99,10 @@ def micro_trivial_rss(a, rounds):
     out = os.path.join(a.raw, "trivial.out")
     for r in range(rounds):
         for c in (sorted(cfgs) if r % 2 == 0 else sorted(cfgs, reverse=True)):
-            code, _, _, rss, _ = spawn_timed(a, ["/bin/true"], dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c])), out)
+            env = dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c]))
+            code, _, _, peak, _, rss = spawn_timed(a, ["/bin/true"], env, out)
             maxrss[c].append(rss if code == 0 else None)
-            mem = os.path.join(a.raw, "trivial.%s.hwm" % c)
-            if os.path.exists(mem):
-                os.unlink(mem)
-            env = dict(BASE_ENV, LD_PRELOAD=" ".join(cfgs[c] + [a.bin + "/hwm_probe.so"]), HWM_PROBE_OUT=mem)
-            spawn(["/bin/true"], env, out)
-            kv = parse_kv(last_line(mem))
-            vmhwm[c].append(int(kv["hwm_kib"]) if "hwm_kib" in kv else None)
+            vmhwm[c].append(peak if code == 0 else None)
     for c in cfgs:
         mem = os.path.join(a.raw, "trivial.%s.stats" % c)
         if os.path.exists(mem):

@@ -65,7 +65,9 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
                 x["cpu_ms"] = med(t["cpu"])
                 x["rss_kib"] = med(t["rss"])
                 x["minflt"] = med(t["minflt"])
-                x["rounds"] = dict(wall_ms=t["wall"], cpu_ms=t["cpu"], rss_kib=t["rss"], minflt=t["minflt"])
+                x["maxrss_kib"] = med(t["maxrss"])
+                x["rounds"] = dict(wall_ms=t["wall"], cpu_ms=t["cpu"], rss_kib=t["rss"], minflt=t["minflt"],
+                                   maxrss_kib=t["maxrss"], memory_rounds_rss_kib=t["mem"])
                 x["failures"] = t["fail"]
             R[w][c] = x
 
@@ -78,6 +80,15 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
             return None
         return ratio_stats(tm[w][c][key], tm[w][ref][key])
 
+    def peak_delta(w, c, ref):
+        """Peak RSS (VmHWM) of c - ref over the paired rounds: the timed rounds, and the memory rounds when
+        both ran in them."""
+        if not tm or ref is None or c not in tm[w] or ref not in tm[w]:
+            return None
+        x, y = tm[w][c], tm[w][ref]
+        both = x.get("mem") and len(x["mem"]) == len(y.get("mem") or [])
+        return diff_stats(x["rss"] + (x["mem"] if both else []), y["rss"] + (y["mem"] if both else []))
+
     for w in wl:
         for c in names:
             ref = cfg[c]["ref"]
@@ -86,7 +97,9 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
             x["instr_ratio"] = iratio(w, c, ref) if ref else None
             x["wall_ratio"] = tratio(w, c, ref, "wall")
             x["cpu_ratio"] = tratio(w, c, ref, "cpu")
-            x["rss_delta"] = diff_stats(tm[w][c]["rss"], tm[w][ref]["rss"]) if tm and ref and c in tm[w] and ref in tm[w] else None
+            x["rss_delta"] = peak_delta(w, c, ref)
+            x["maxrss_delta"] = (diff_stats(tm[w][c]["maxrss"], tm[w][ref]["maxrss"])
+                                 if tm and ref and c in tm[w] and ref in tm[w] else None)
             if c in UNWINDERS + ["stopped", "plant", "aa"] and "mimalloc" in names:
                 x["instr_vs_mimalloc"] = iratio(w, c, "mimalloc")
                 x["wall_vs_mimalloc"] = tratio(w, c, "mimalloc", "wall")
@@ -215,7 +228,9 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
 
     doc = dict(
         meta=dict(machine=meta, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                  command=a.command, quick=a.quick, rounds=a.rounds, cg_samples=a.cg_samples, jobs=a.jobs, scale=a.scale, rate=RATE,
+                  command=a.command, quick=a.quick, rounds=a.rounds,
+                  memory_rounds=a.mem_rounds if tm else 0, cg_samples=a.cg_samples, jobs=a.jobs,
+                  scale=a.scale, rate=RATE,
                   plant=dict(method=a.plant_method, nops=a.plant, preload=a.plant_preload),
                   interval="median of per-round paired ratios; 95% distribution-free order-statistic (sign-test) "
                            "interval for that median (coverage given; [min, max] when fewer than 6 rounds)",

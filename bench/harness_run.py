@@ -9,6 +9,7 @@ import re
 import subprocess
 import time
 
+from harness_accept import SINGLE_THREADED
 from harness_setup import ANNOTATED, UNWINDERS, env_of
 
 
@@ -75,13 +76,30 @@ def spawn_polled(argv, env, out_path, every_s=0.002):
 
 
 def spawn_timed(a, argv, env, out_path):
-    """Runs argv through bench/runone.c; returns (exit code, wall ns, cpu s, maxrss KiB, minor faults)."""
-    res = out_path + ".res"
+    """Runs argv through bench/runone.c with bench/hwm_probe.c preloaded last; returns (exit code, wall ns,
+    cpu s, peak RSS KiB, minor faults, ru_maxrss KiB).  The peak RSS is VmHWM at exit: ru_maxrss comes from
+    the kernel's approximate per-CPU counters (hundreds of KiB off here, see bench/README.md)."""
+    res, hwm = out_path + ".res", out_path + ".hwm"
+    if os.path.exists(hwm):
+        os.unlink(hwm)
+    env = dict(env, HWM_PROBE_OUT=hwm,
+               LD_PRELOAD=" ".join(x for x in (env.get("LD_PRELOAD"), a.bin + "/hwm_probe.so") if x))
     code = spawn([a.bin + "/runone", res] + argv, env, out_path)[0]
     kv = parse_kv(last_line(res)) if code == 0 else {}
     if "exit" not in kv:
-        return 255, None, None, None, None
-    return int(kv["exit"]), int(kv["wall_ns"]), int(kv["cpu_ns"]) / 1e9, int(kv["maxrss_kib"]), int(kv["minflt"])
+        return 255, None, None, None, None, None
+    mine = [parse_kv(x) for x in read_lines(hwm) if parse_kv(x).get("pid") == kv.get("pid")]
+    peak = int(mine[-1]["hwm_kib"]) if mine and "hwm_kib" in mine[-1] else None
+    return (int(kv["exit"]), int(kv["wall_ns"]), int(kv["cpu_ns"]) / 1e9, peak, int(kv["minflt"]),
+            int(kv["maxrss_kib"]))
+
+
+def read_lines(path):
+    try:
+        with open(path, errors="replace") as fh:
+            return [x.strip() for x in fh if x.strip()]
+    except OSError:
+        return []
 
 
 def last_line(path):
@@ -171,30 +189,51 @@ def phase_callgrind(a, configs, workloads, micro_jobs):
     return results, micro
 
 
+# The configurations the memory criteria compare, and their references: the memory rounds run only these,
+# on the threaded workloads, whose peaks move by megabytes from run to run (the single-threaded ones' A/A
+# differences are a few pages: their timed rounds suffice).
+MEMORY_CONFIGS = ["mimalloc", "stopped", "fp", "table", "jemalloc", "jemalloc-prof", "tcmalloc",
+                  "tcmalloc-sample"]
+
+
 def phase_timing(a, configs, workloads):
+    """a.rounds timed rounds of every workload under every timed configuration, then a.mem_rounds more
+    rounds of the threaded workloads under MEMORY_CONFIGS only (peak RSS; their times are not kept), each
+    round's order seeded."""
     configs = [c for c in configs if c["timed"]]
     rng = random.Random(20240601)
-    res = {w["name"]: {c["name"]: dict(wall=[], cpu=[], rss=[], minflt=[], fail=0) for c in configs} for w in workloads}
+    res = {w["name"]: {c["name"]: dict(wall=[], cpu=[], rss=[], maxrss=[], minflt=[], mem=[], fail=0)
+                       for c in configs} for w in workloads}
     scratch = os.path.join(a.raw, "time.out")
     for w in workloads:                                   # warm the page cache and the binaries
         spawn_timed(a, w["time"], env_of(configs[0]), scratch)
+
+    def run(w, c):
+        code, wall, cpu, peak, flt, maxrss = spawn_timed(a, w["time"], env_of(c), scratch)
+        if code != 0:
+            res[w["name"]][c["name"]]["fail"] += 1
+            print("  timing: %s under %s exited %d: %s" % (w["name"], c["name"], code, last_line(scratch)))
+            return None, None, None, None, None
+        return wall / 1e6, cpu * 1e3, peak, flt, maxrss
+
     t0 = time.time()
     for r in range(a.rounds):
         for w in workloads:
             order = list(configs)
             rng.shuffle(order)
             for c in order:
-                code, wall, cpu, rss, flt = spawn_timed(a, w["time"], env_of(c), scratch)
                 cell = res[w["name"]][c["name"]]
-                if code != 0:
-                    cell["fail"] += 1
-                    print("  timing: %s under %s exited %d: %s" % (w["name"], c["name"], code, last_line(scratch)))
-                    wall = cpu = rss = flt = None
-                cell["wall"].append(wall / 1e6 if wall is not None else None)
-                cell["cpu"].append(cpu * 1e3 if cpu is not None else None)
-                cell["rss"].append(rss)
-                cell["minflt"].append(flt)
+                for k, v in zip(("wall", "cpu", "rss", "minflt", "maxrss"), run(w, c)):
+                    cell[k].append(v)
         print("  timing: round %d/%d, %.0f s" % (r + 1, a.rounds, time.time() - t0), flush=True)
+    mem = [c for c in configs if c["name"] in MEMORY_CONFIGS]
+    for r in range(a.mem_rounds if len(mem) == len(MEMORY_CONFIGS) else 0):
+        for w in [x for x in workloads if x["kind"] == "C" and x["name"] not in SINGLE_THREADED]:
+            order = list(mem)
+            rng.shuffle(order)
+            for c in order:
+                res[w["name"]][c["name"]]["mem"].append(run(w, c)[2])
+        print("  memory: round %d/%d, %.0f s" % (r + 1, a.mem_rounds, time.time() - t0), flush=True)
     return res
 
 

@@ -1,7 +1,8 @@
 /* hwm_probe.c - preloaded last, writes the process's peak RSS as /proc/self/status gives it (VmHWM, an
- * exact sum of the kernel's counters) at exit: "hwm_kib=N" appended to $HWM_PROBE_OUT.  It calls nothing
+ * exact sum of the kernel's counters) at exit: "pid=N hwm_kib=N" appended to $HWM_PROBE_OUT.  Every
+ * process that loads it writes a line (bench/runone.c too, which names its child's pid).  It calls nothing
  * of the library's, so what it adds (its own pages and the reads below) is the same in every
- * configuration.  bench/harness_micro.py reads it for the program that does nothing. */
+ * configuration.  bench/harness_run.py reads it for every timed run. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +22,8 @@ __attribute__((destructor)) static void hwm_probe_report(void)
   buf[n] = 0;
   const char *h = strstr(buf, "VmHWM:");
   if (h == NULL) return;
-  char line[64];
-  int len = snprintf(line, sizeof line, "hwm_kib=%ld\n", strtol(h + 6, NULL, 10));
+  char line[80];
+  int len = snprintf(line, sizeof line, "pid=%ld hwm_kib=%ld\n", (long)getpid(), strtol(h + 6, NULL, 10));
   int o = open(out, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (o < 0) return;
   ssize_t w = write(o, line, (size_t)len);

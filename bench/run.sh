@@ -26,6 +26,8 @@
 #   QUICK=1     about 5.5 minutes (the full run about 19): workloads at a tenth of their size, 3 rounds,
 #               shorter microbenchmarks
 #   REPS=N      timed rounds (default 12; QUICK: 3)
+#   MEM_REPS=N  rounds of peak RSS only: threaded workloads, the memory criteria's configurations
+#               (default 30; QUICK: 0)
 #   JOBS=N      callgrind runs at a time (default: the number of cores)
 #   PLANT=N     nops the planted control adds per call (default 4)
 #   WORKLOADS   a subset, e.g. "malloc_loop python3"
@@ -123,6 +125,7 @@ cmd="bench/run.sh"
 [ "${QUICK:-0}" = 1 ] && cmd="QUICK=1 $cmd"
 exec "$python" bench/harness.py --top "$top" --lib "$lib" --bin "$bin" --out "$out" --plant "$plant" \
   --plant-method "$plant_method" --plant-preload "$plant_preload" --quick "${QUICK:-0}" \
-  --rounds "${REPS:-0}" --jobs "${JOBS:-$(nproc)}" --workloads "${WORKLOADS:-}" \
+  --rounds "${REPS:-0}" --memory-rounds "${MEM_REPS:--1}" --jobs "${JOBS:-$(nproc)}" \
+  --workloads "${WORKLOADS:-}" \
   --phases "${PHASES:-callgrind timing samples micro}" --python "$python" --have-libunwind "$have_libunwind" \
   --command "$cmd"

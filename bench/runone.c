@@ -3,10 +3,10 @@
  * Usage: runone RESULT_FILE PROGRAM [ARGS...]
  * Forks, execs PROGRAM with this process's environment, stdin, stdout and stderr, waits for it with
  * wait4() and writes one line to RESULT_FILE:
- *   exit=N wall_ns=N cpu_ns=N maxrss_kib=N minflt=N majflt=N
+ *   exit=N wall_ns=N cpu_ns=N maxrss_kib=N minflt=N majflt=N pid=N
  * wall: CLOCK_MONOTONIC from just before fork() to just after wait4(); cpu: the child's user + system
  * time; maxrss: its ru_maxrss; minflt, majflt: its page faults; exit: its exit status, or 128 + the
- * signal that ended it.
+ * signal that ended it; pid: the child's.
  *
  * Why a program of its own: a child that Python spawns directly (vfork/clone + exec) starts out in
  * Python's address space, and Linux carries that address space's RSS high-water mark over the exec into
@@ -55,8 +55,8 @@ int main(int argc, char **argv)
     perror("runone: result file");
     return 2;
   }
-  fprintf(f, "exit=%d wall_ns=%lld cpu_ns=%lld maxrss_kib=%ld minflt=%ld majflt=%ld\n", code, ns(&t1) - ns(&t0), cpu,
-          ru.ru_maxrss, ru.ru_minflt, ru.ru_majflt);
+  fprintf(f, "exit=%d wall_ns=%lld cpu_ns=%lld maxrss_kib=%ld minflt=%ld majflt=%ld pid=%ld\n", code,
+          ns(&t1) - ns(&t0), cpu, ru.ru_maxrss, ru.ru_minflt, ru.ru_majflt, (long)pid);
   fclose(f);
   return 0;
 }
