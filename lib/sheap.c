@@ -20,12 +20,14 @@
  * Slots.  An arena chunk (1 MiB) holds slots of one size, one slice or two (a request gets the smaller
  * that holds it); the first is the chunk's header, whose first page describes the others.  A slot
  * remembers the usable size of its block (mi_good_size() of the request, what an unsampled block would
- * report; read lock-free) and its extent: how many pages from its start its
- * occupants may have written, which are resident until given back.  Free slots wait on lists by extent; a
- * request takes the free slot whose extent best matches its own pages (a smaller request in a larger slot
- * would keep the difference resident, a larger one in a smaller slot faults pages in), so slots stay
- * sorted by size as a size class's blocks do; a block freed from a slot whose extent an earlier occupant
- * left more than TRIM_MIN pages above its own gives those pages back first.
+ * report; read lock-free) and its extent: how many pages from its start its occupants may have written,
+ * which are resident until given back.  Free slots wait on lists by extent; a request takes the free slot
+ * whose extent best matches its own pages (a smaller request in a larger slot would keep the difference
+ * resident, a larger one in a smaller slot faults pages in), so slots stay sorted by size as a size
+ * class's blocks do.  A freed slot keeps its whole extent: no system call on free.  Giving back the
+ * pages an earlier, larger occupant left, at each free of a smaller block, cost a madvise per sample
+ * where sizes vary (bench/mstress_like: 560 calls, 11% of the run's time in a process of 8 threads);
+ * the purge below gives back what stays idle, in batches.
  *
  * Giving memory back, by time and by state.  A slot remembers when it became free.  Once a free slot has
  * been free for a purge period (MPROF_PURGE_NS) and more than PURGE_FLOOR is idle, the next operation on
@@ -73,7 +75,6 @@
 #define PURGE_FLOOR    ((size_t)256 * 1024)    /* idle resident memory never worth a purge */
 #define IDLE_MAX       ((size_t)512 * 1024)    /* idle resident memory kept at most: a slot freed beyond
                                                 * it is given back at once */
-#define TRIM_MIN       2                        /* pages an earlier occupant left that stay with a slot */
 
 typedef struct slot_s {
   uint32_t usable;      /* usable bytes of the block in it: mi_good_size of its request (read lock-free
@@ -517,7 +518,6 @@ void mprof_sheap_free(void *p)
   schunk_t *c = chunk_of(p);
   size_t i = slot_index(c, p);
   slot_t *s = &c->slot[i];
-  size_t own = pages_of(s->usable);
   bool stopped = !(__atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED) & 1);   /* nothing reuses it */
   mprof_lock(&sheap_lock);
   s->used = 0;
@@ -529,7 +529,7 @@ void mprof_sheap_free(void *p)
     mprof_unlock(&sheap_lock);
     return;
   }
-  size_t keep = s->extent > own + TRIM_MIN ? own : s->extent;   /* pages an earlier, larger block left go */
+  size_t keep = s->extent;                        /* all of them: the purge gives back what stays idle */
   if (stopped || (idle_pages + keep) * page_bytes > IDLE_MAX) keep = 0;
   QUEUE(q, QUEUE_SAMPLE);
   slot_keep(c, i, keep, &q);
