@@ -23,7 +23,7 @@
 #
 # Usage: bench/run.sh [LIB]   (LIB: a built libmimalloc-prof.so.0 to measure instead of building one)
 # Environment:
-#   QUICK=1     about 5.5 minutes (the full run about 19): workloads at a tenth of their size, 3 rounds,
+#   QUICK=1     about 5.5 minutes (the full run about 37): workloads at a tenth of their size, 3 rounds,
 #               shorter microbenchmarks
 #   REPS=N      timed rounds (default 12; QUICK: 3)
 #   MEM_REPS=N  rounds of peak RSS only: threaded workloads, the memory criteria's configurations
