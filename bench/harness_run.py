@@ -88,7 +88,7 @@ def spawn_timed(a, argv, env, out_path):
     kv = parse_kv(last_line(res)) if code == 0 else {}
     if "exit" not in kv:
         return 255, None, None, None, None, None
-    mine = [parse_kv(x) for x in read_lines(hwm) if parse_kv(x).get("pid") == kv.get("pid")]
+    mine = [x for x in map(parse_kv, read_lines(hwm)) if x.get("pid") == kv.get("pid")]
     peak = int(mine[-1]["hwm_kib"]) if mine and "hwm_kib" in mine[-1] else None
     return (int(kv["exit"]), int(kv["wall_ns"]), int(kv["cpu_ns"]) / 1e9, peak, int(kv["minflt"]),
             int(kv["maxrss_kib"]))
@@ -103,12 +103,8 @@ def read_lines(path):
 
 
 def last_line(path):
-    try:
-        with open(path, errors="replace") as fh:
-            lines = [x.strip() for x in fh if x.strip()]
-        return lines[-1] if lines else ""
-    except OSError:
-        return ""
+    lines = read_lines(path)
+    return lines[-1] if lines else ""
 
 
 def annotate(profile):
