@@ -33,7 +33,9 @@
  * been free for a purge period (MPROF_PURGE_NS) and more than PURGE_FLOOR is idle, the next operation on
  * the heap gives back every slot free that long: madvise(MADV_DONTNEED) of its extent, its chunk unmapped
  * when all of its slots are free and given back (the last chunk stays mapped, its header page resident).
- * The profiler thread, where there is one, runs the same purge when it is due (mprof_sheap_purge_due).
+ * The profiler thread, where there is one, runs the same purge when it is due (mprof_sheap_purge_due),
+ * and gives back what stays idle below the floor after LINGER_NS: frees that span purge periods leave
+ * such a remainder once the first purge has run, and no later heap operation may come.
  * No more than IDLE_MAX is kept: a slot freed beyond it is given back at once.  While no session runs
  * nothing can reuse a slot, so a freed slot is given back at once, and mi_prof_stop() and mi_prof_reset()
  * give back every free slot (mprof_sheap_purge_all).
@@ -72,7 +74,8 @@
  * peaked 2.6 MiB above stopped with its sampled blocks freed and refilled faster than that; at 10 ms,
  * +0.6 MiB, for 1.7% more page faults and no measurable wall time (doc/design/sampled-heap.md). */
 #define MPROF_PURGE_NS ((uint64_t)10 * 1000000)
-#define PURGE_FLOOR    ((size_t)256 * 1024)    /* idle resident memory never worth a purge */
+#define PURGE_FLOOR    ((size_t)256 * 1024)    /* idle resident memory not worth a heap operation's purge */
+#define LINGER_NS      ((uint64_t)100 * 1000000)   /* idle below the floor: the profiler thread's purge */
 #define IDLE_MAX       ((size_t)512 * 1024)    /* idle resident memory kept at most: a slot freed beyond
                                                 * it is given back at once */
 
@@ -374,15 +377,18 @@ static bool purge(uint64_t before, bool all, queue_t *q)
   return true;
 }
 
-/* The purge that is due, if worth it (if not, none is due until the next free); false as purge(). */
-static bool purge_tick(uint64_t now, queue_t *q)
+/* The purge that is due, if worth it; false as purge().  Below the floor a heap operation leaves the idle
+ * slots to a later one, while the profiler thread (`thread`) gives back those idle for LINGER_NS. */
+static bool purge_tick(uint64_t now, bool thread, queue_t *q)
 {
-  if (purge_due == 0 || now < purge_due) return true;
-  if (idle_pages * page_bytes < PURGE_FLOOR) {     /* not worth its system calls */
-    __atomic_store_n(&purge_due, 0, __ATOMIC_RELAXED);
-    return true;
+  if (purge_due == 0) return true;
+  uint64_t age = MPROF_PURGE_NS;
+  if (idle_pages * page_bytes < PURGE_FLOOR) {
+    if (!thread) return true;
+    age = LINGER_NS;
   }
-  return purge(now - MPROF_PURGE_NS, false, q);
+  if (now < purge_due - MPROF_PURGE_NS + age) return true;
+  return purge(now - age, false, q);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -452,7 +458,7 @@ static inline uint8_t class_for(size_t size, size_t alignment)
 static char *slot_alloc(const mprof_req_t *r, uint8_t cls, queue_t *q)
 {
   size_t usable = mprof_mi.mi_good_size(r->size), n = pages_of(usable);
-  purge_tick(coarse_now(), q);
+  purge_tick(coarse_now(), false, q);
   char *p = slot_take(cls, n, q);
   if (p == NULL && idle_pages != 0) {             /* no room: give back what is idle, retry */
     purge(UINT64_MAX, true, NULL);
@@ -531,13 +537,16 @@ void mprof_sheap_free(void *p)
   }
   size_t keep = s->extent;                        /* all of them: the purge gives back what stays idle */
   if (stopped || (idle_pages + keep) * page_bytes > IDLE_MAX) keep = 0;
+  bool below = idle_pages * page_bytes < PURGE_FLOOR;
   QUEUE(q, QUEUE_SAMPLE);
   slot_keep(c, i, keep, &q);
   if (keep != 0 && purge_due == 0) {              /* the first slot idle: a purge is due after it */
     __atomic_store_n(&purge_due, s->freed + MPROF_PURGE_NS, __ATOMIC_RELAXED);
     mprof_profiler_purge_wake();
   } else if (keep != 0) {
-    purge_tick(s->freed, &q);
+    if (below && idle_pages * page_bytes >= PURGE_FLOOR)
+      mprof_profiler_purge_wake();                /* the thread waits for the linger: now a period */
+    purge_tick(s->freed, false, &q);
   }
   mprof_unlock(&sheap_lock);
   queue_run(&q);
@@ -610,8 +619,16 @@ void mprof_sheap_purge_all(void)
   mprof_unlock(&sheap_lock);
 }
 
-/* When the next purge is due (CLOCK_MONOTONIC_COARSE ns; 0: none), for a thread that can run it. */
-uint64_t mprof_sheap_purge_due(void) { return __atomic_load_n(&purge_due, __ATOMIC_RELAXED); }
+/* When the profiler thread's next purge is due (CLOCK_MONOTONIC_COARSE ns; 0: none): a period after the
+ * oldest free slot, or the linger while less than the floor is idle. */
+uint64_t mprof_sheap_purge_due(void)
+{
+  mprof_lock(&sheap_lock);
+  uint64_t due = purge_due;
+  if (due != 0 && idle_pages * page_bytes < PURGE_FLOOR) due += LINGER_NS - MPROF_PURGE_NS;
+  mprof_unlock(&sheap_lock);
+  return due;
+}
 
 void mprof_sheap_purge_tick(void)
 {
@@ -620,7 +637,7 @@ void mprof_sheap_purge_tick(void)
   do {
     q.n = 0;
     mprof_lock(&sheap_lock);
-    done = purge_tick(coarse_now(), &q);
+    done = purge_tick(coarse_now(), true, &q);
     mprof_unlock(&sheap_lock);
     queue_run(&q);
   } while (!done);

@@ -16,9 +16,10 @@
  *                       dropped counts and what the "dropped (arena_full)" stack holds; then free them all
  *   sigfree N           rate 1, N sampled blocks made and freed while a SIGPROF handler frees some of
  *                       them, interrupting the profiler anywhere (its locks included)
- *   idle N SIZE         rate 1, N live SIZE-byte blocks, all freed, then no allocation at all: the sampled
+ *   idle N SIZE [LAST]  rate 1, N live SIZE-byte blocks, all freed, then no allocation at all: the sampled
  *                       heap's resident bytes after the frees and after up to 2 s of 10 ms pauses (until
- *                       they fall to the chunks' headers)
+ *                       they fall to the chunks' headers).  With LAST, the last LAST blocks are freed only
+ *                       once the others' pages have gone back (polled as above; "first_gone 1")
  */
 #define _GNU_SOURCE   /* process_vm_readv (probe_util.h) */
 #include <errno.h>
@@ -329,22 +330,34 @@ static int mode_closefds(void)
  * allocating.  The pauses only pace the reads (nothing here allocates between them). */
 static int mode_idle(int argc, char **argv)
 {
-  if (argc < 4) die("usage: idle N SIZE");
-  size_t n = arg_size(argv[2]), size = arg_size(argv[3]);
+  if (argc < 4) die("usage: idle N SIZE [LAST]");
+  size_t n = arg_size(argv[2]), size = arg_size(argv[3]), last_n = argc > 4 ? arg_size(argv[4]) : 0;
   static char *blocks[4096];
-  if (n > 4096) die("N above 4096");
+  if (n > 4096 || last_n > n) die("N above 4096, or LAST above N");
   if (!mi_prof_start(1)) die("mi_prof_start failed");
   for (size_t i = 0; i < n; i++) {
     if ((blocks[i] = malloc(size)) == NULL) die("malloc failed");
     memset(blocks[i], 1, size);
   }
-  for (size_t i = 0; i < n; i++) free(blocks[i]);
-  mi_prof_stats_t freed = stats_now(), last = freed;
   /* 2 s of polls, stretched as Check's timeouts are (an emulator or a loaded builder runs the profiler
    * thread later). */
   const char *stretch = getenv("CK_TIMEOUT_MULTIPLIER");
   int factor = stretch != NULL ? atoi(stretch) : 1, rounds = 0, rounds_max;
   rounds_max = 200 * (factor < 1 ? 1 : factor > 20 ? 20 : factor);
+  for (size_t i = 0; i < n - last_n; i++) free(blocks[i]);
+  mi_prof_stats_t freed = stats_now(), last = freed;
+  if (last_n != 0) {           /* until the first frees' pages are gone: the live blocks' and 64 KiB left */
+    uint64_t live = (uint64_t)last_n * size + 64 * 1024;
+    while (rounds < rounds_max && last.arena_resident_bytes > live) {
+      nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+      last = stats_now();
+      rounds++;
+    }
+    printf("first_gone %d\n", last.arena_resident_bytes <= live);
+    for (size_t i = n - last_n; i < n; i++) free(blocks[i]);
+    freed = last = stats_now();
+    rounds = 0;
+  }
   while (rounds < rounds_max && last.arena_resident_bytes > 64 * 1024) {
     nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
     last = stats_now();

@@ -293,6 +293,22 @@ START_TEST(sheap_thread_gives_idle_memory_back)
 }
 END_TEST
 
+/* Frees that span purge periods: 20 blocks of 16 KiB (320 KiB, above the 256 KiB a purge is worth) freed
+ * and given back by the thread, then 5 more (80 KiB, below it).  The thread gives those back too, after
+ * its linger (100 ms; the probe polls 2 s at most, as above); at most 64 KiB stays, the headers'. */
+START_TEST(sheap_thread_gives_back_below_the_floor)
+{
+  probe_opts_t with = {.env = (const char *const[]){"MIMALLOC_PROF_INTERVAL=1t", NULL}};
+  const char *const args[] = {"idle", "25", "16384", "5", NULL};
+  probe_run_t run = probe_run(probe_getenv("MPROF_TEST_PROF_PROBE"), args, &with);
+  probe_assert_exit0(&run, "with a thread");
+  ck_assert_uint_eq(probe_value(&run, "first_gone"), 1);
+  ck_assert_uint_ge(probe_value(&run, "resident_after_free"), 80 * KiB);
+  ck_assert_uint_le(probe_value(&run, "resident_end"), 64 * KiB);
+  probe_run_free(&run);
+}
+END_TEST
+
 Suite *sheap_suite(void)
 {
   Suite *s = suite_create("sheap");
@@ -304,6 +320,7 @@ Suite *sheap_suite(void)
   tcase_add_test(tc, sheap_stop_gives_back);
   tcase_add_test(tc, sheap_every_other_free_gives_back);
   tcase_add_test(tc, sheap_thread_gives_idle_memory_back);
+  tcase_add_test(tc, sheap_thread_gives_back_below_the_floor);
   suite_add_tcase(s, tc);
   return s;
 }
