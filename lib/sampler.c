@@ -137,6 +137,8 @@ static void rng_seed(mprof_tls_t *t, uint64_t seed, uint64_t word)
   t->rng = x != 0 ? x : 0x853c49e6748fea9bull;   /* xorshift state must not be 0 */
 }
 
+static void thread_label_postfork_child(void);
+
 void mprof_sampler_prefork(void) { fork_index = __atomic_add_fetch(&forks, 1, __ATOMIC_RELAXED); }
 
 /* After fork only the forking thread exists in the child, with its parent's cached thread id and sampler
@@ -148,6 +150,7 @@ bool mprof_sampler_postfork_child(void)
   uint64_t word = __atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED);
   __atomic_store_n(&forks, 0, __ATOMIC_RELAXED);
   mprof_tls.tid = 0;
+  thread_label_postfork_child();
   if (!(word & 1)) return false;
   fork_salt = splitmix64((word == fork_salt_word ? fork_salt : 0) ^ splitmix64(fork_index));
   fork_salt_word = word;
@@ -245,7 +248,11 @@ static uint32_t thread_id(mprof_tls_t *t)
 static __thread struct {
   char     label[MPROF_THREAD_LABEL];
   uint32_t samples, next_read;
+  uint8_t  main;        /* the process's main thread: 0 unknown (a new thread, a fork child), 1 no, 2 yes */
 } thread_label __attribute__((tls_model("initial-exec")));
+
+/* The forking thread is the child's main thread. */
+static void thread_label_postfork_child(void) { thread_label.main = 0; }
 
 static char process_name[MPROF_THREAD_LABEL];   /* /proc/self/comm at the first start */
 static bool process_name_read;
@@ -283,7 +290,8 @@ static MPROF_NOINLINE void read_thread_label(mprof_tls_t *t)
   uint32_t tid = thread_id(t);
   if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
   name[MPROF_THREAD_LABEL - 1] = '\0';
-  bool named = name[0] != '\0' && (tid == (uint32_t)getpid() || strcmp(name, process_name) != 0);
+  if (thread_label.main == 0) thread_label.main = tid == (uint32_t)getpid() ? 2 : 1;   /* one system call */
+  bool named = name[0] != '\0' && (thread_label.main == 2 || strcmp(name, process_name) != 0);
   if (named) {
     memcpy(thread_label.label, name, sizeof name);       /* NUL-padded: name[] started as zeros */
   } else {

@@ -373,7 +373,8 @@ static bool main_stack(thread_stack_t *s, uintptr_t here)
 static void stack_lookup(thread_stack_t *s)
 {
   uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-  if (getpid() == gettid() && main_stack(s, here)) return;
+  bool main = getpid() == gettid();
+  if (main && main_stack(s, here)) return;
   pthread_attr_t attr;
   void *addr;
   size_t size;
@@ -388,7 +389,7 @@ static void stack_lookup(thread_stack_t *s)
     s->lo = s->hi = s->mapped_lo = 1;
     return;
   }
-  if (getpid() != gettid()) s->mapped_lo = s->lo;
+  if (!main) s->mapped_lo = s->lo;
   else s->mapped_lo = in_span(here, s->lo, s->hi) ? PAGE_FLOOR(here) : s->hi;
 }
 
