@@ -70,10 +70,12 @@
 #define SLOTS_MAX      (MPROF_CHUNK / MPROF_SLICE)       /* per chunk, the header's included */
 #define MAX_EXTENT     63                                 /* pages of a slot, at most */
 #define STICKY         UINT8_MAX
-/* Free slots keep their pages this long for reuse: 10 ms.  At 100 ms, python3 (bench/py_workload.py)
- * peaked 2.6 MiB above stopped with its sampled blocks freed and refilled faster than that; at 10 ms,
- * +0.6 MiB, for 1.7% more page faults and no measurable wall time (doc/design/sampled-heap.md). */
-#define MPROF_PURGE_NS ((uint64_t)10 * 1000000)
+/* Free slots keep their pages this long for reuse: 25 ms, as mimalloc 2.0.9 keeps its own before it
+ * decommits them (its decommit_delay).  bench/mstress_like (8 threads, 5,300 samples in slots) faulted in
+ * 1,020 to 1,160 pages of slots per run at 10 ms and gave back 780 to 990 (means of 6 runs); at 25 ms,
+ * 700 to 830 and 480 to 570, the rest is IDLE_MAX's.  A fault costs 18 us on the VM measured.  python3
+ * (bench/py_workload.py) peaks the same at 10, 50 or 100 ms.  IDLE_MAX bounds what the wait keeps. */
+#define MPROF_PURGE_NS ((uint64_t)25 * 1000000)
 #define PURGE_FLOOR    ((size_t)256 * 1024)    /* idle resident memory not worth a heap operation's purge */
 #define LINGER_NS      ((uint64_t)100 * 1000000)   /* idle below the floor: the profiler thread's purge */
 #define IDLE_MAX       ((size_t)512 * 1024)    /* idle resident memory kept at most: a slot freed beyond

@@ -2,9 +2,9 @@
  * memory map: the bytes kept resident, and that idle memory goes back.
  *
  * Sampled blocks of up to two slices live in slots of the profiler's window (lib/sheap.c); a free slot
- * keeps its pages for one purge period (10 ms), at most 512 KiB of them, and a stop or reset gives back
+ * keeps its pages for one purge period (25 ms), at most 512 KiB of them, and a stop or reset gives back
  * every free one at once.  The time-driven case has no event to wait for, so that test polls: one
- * sampled allocation and a stats read per round, a 10 ms pause between rounds, and a 20 s deadline (2000
+ * sampled allocation and a stats read per round, a 10 ms pause between rounds, and a 20 s deadline (800
  * times the period it needs).  The pause only paces the rounds; the outcome is decided by what the
  * stats say.
  */
