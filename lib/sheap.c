@@ -379,18 +379,20 @@ static bool purge(uint64_t before, bool all, queue_t *q)
   return true;
 }
 
+static inline bool below_floor(void) { return idle_pages * page_bytes < PURGE_FLOOR; }
+
+/* How long a free slot stays idle before a purge gives it back: a period, or below the floor the linger
+ * (the profiler thread's purges only). */
+static inline uint64_t idle_wait(void) { return below_floor() ? LINGER_NS : MPROF_PURGE_NS; }
+
 /* The purge that is due, if worth it; false as purge().  Below the floor a heap operation leaves the idle
  * slots to a later one, while the profiler thread (`thread`) gives back those idle for LINGER_NS. */
 static bool purge_tick(uint64_t now, bool thread, queue_t *q)
 {
-  if (purge_due == 0) return true;
-  uint64_t age = MPROF_PURGE_NS;
-  if (idle_pages * page_bytes < PURGE_FLOOR) {
-    if (!thread) return true;
-    age = LINGER_NS;
-  }
-  if (now < purge_due - MPROF_PURGE_NS + age) return true;
-  return purge(now - age, false, q);
+  if (purge_due == 0 || (!thread && below_floor())) return true;
+  uint64_t wait = idle_wait();
+  if (now < purge_due - MPROF_PURGE_NS + wait) return true;
+  return purge(now - wait, false, q);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -539,14 +541,14 @@ void mprof_sheap_free(void *p)
   }
   size_t keep = s->extent;                        /* all of them: the purge gives back what stays idle */
   if (stopped || (idle_pages + keep) * page_bytes > IDLE_MAX) keep = 0;
-  bool below = idle_pages * page_bytes < PURGE_FLOOR;
+  bool below = below_floor();
   QUEUE(q, QUEUE_SAMPLE);
   slot_keep(c, i, keep, &q);
   if (keep != 0 && purge_due == 0) {              /* the first slot idle: a purge is due after it */
     __atomic_store_n(&purge_due, s->freed + MPROF_PURGE_NS, __ATOMIC_RELAXED);
     mprof_profiler_purge_wake();
   } else if (keep != 0) {
-    if (below && idle_pages * page_bytes >= PURGE_FLOOR)
+    if (below && !below_floor())
       mprof_profiler_purge_wake();                /* the thread waits for the linger: now a period */
     purge_tick(s->freed, false, &q);
   }
@@ -626,8 +628,7 @@ void mprof_sheap_purge_all(void)
 uint64_t mprof_sheap_purge_due(void)
 {
   mprof_lock(&sheap_lock);
-  uint64_t due = purge_due;
-  if (due != 0 && idle_pages * page_bytes < PURGE_FLOOR) due += LINGER_NS - MPROF_PURGE_NS;
+  uint64_t due = purge_due != 0 ? purge_due - MPROF_PURGE_NS + idle_wait() : 0;
   mprof_unlock(&sheap_lock);
   return due;
 }
