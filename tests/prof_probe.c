@@ -326,6 +326,18 @@ static int mode_closefds(void)
   return 0;
 }
 
+/* Reads the stats every 10 ms until the sampled heap's resident bytes fall to `at_most` or *rounds reaches
+ * rounds_max; the last read. */
+static mi_prof_stats_t poll_resident(mi_prof_stats_t last, uint64_t at_most, int *rounds, int rounds_max)
+{
+  while (*rounds < rounds_max && last.arena_resident_bytes > at_most) {
+    nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+    last = stats_now();
+    (*rounds)++;
+  }
+  return last;
+}
+
 /* idle: blocks live in slots (SIZE up to 128 KiB); what their pages become when the program stops
  * allocating.  The pauses only pace the reads (nothing here allocates between them). */
 static int mode_idle(int argc, char **argv)
@@ -348,21 +360,13 @@ static int mode_idle(int argc, char **argv)
   mi_prof_stats_t freed = stats_now(), last = freed;
   if (last_n != 0) {           /* until the first frees' pages are gone: the live blocks' and 64 KiB left */
     uint64_t live = (uint64_t)last_n * size + 64 * 1024;
-    while (rounds < rounds_max && last.arena_resident_bytes > live) {
-      nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
-      last = stats_now();
-      rounds++;
-    }
+    last = poll_resident(last, live, &rounds, rounds_max);
     printf("first_gone %d\n", last.arena_resident_bytes <= live);
     for (size_t i = n - last_n; i < n; i++) free(blocks[i]);
     freed = last = stats_now();
     rounds = 0;
   }
-  while (rounds < rounds_max && last.arena_resident_bytes > 64 * 1024) {
-    nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
-    last = stats_now();
-    rounds++;
-  }
+  last = poll_resident(last, 64 * 1024, &rounds, rounds_max);
   printf("resident_after_free %" PRIu64 "\nresident_end %" PRIu64 "\nrounds %d\nrounds_max %d\n",
          freed.arena_resident_bytes, last.arena_resident_bytes, rounds, rounds_max);
   return 0;
