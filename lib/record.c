@@ -223,12 +223,20 @@ static void discard_locked(mprof_discarded_t *gone)
 }
 
 /* Start: what an earlier session kept is discarded (*gone), then fresh counters and stacks, accepting
- * only this session (orphans stay). */
+ * only this session (orphans stay).  Each shard gets its first table here, from the thread that starts
+ * the session, not from a sample: a mapping takes the kernel's lock of the address space for writing, a
+ * thread of the program that faults a page meanwhile sleeps, and every sleep in a threaded program lets
+ * another of its threads run and fill its heap (bench/mstress_like: two sleeps of the kind per run, on
+ * average, lift mimalloc's peak by 0.6-1 MiB; doc/performance.md).  A shard that gets no table here
+ * (profiler memory) tries again at its first sample.  Untouched pages cost address space only. */
 void mprof_record_begin(uint64_t session_word, mprof_discarded_t *gone)
 {
   mprof_record_lock_all();
   discard_locked(gone);
-  for (size_t i = 0; i < MPROF_SHARDS; i++) shards[i].session = session_word;
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    shards[i].session = session_word;
+    (void)shard_reserve(&shards[i]);
+  }
   mprof_stacks_begin(session_word);
   mprof_peak_begin(mprof_mono_ns());
   mprof_record_unlock_all();
