@@ -464,19 +464,47 @@ static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule
   }
 }
 
+/* A compile's working memory: a row per byte at most (rule, start), the distinct rules and their hash.
+ * One such scratch is kept for the session and lent to one compile at a time (scratch_busy); a compile
+ * that finds it lent maps its own.  A mapping and its unmapping per compile took the kernel's lock of the
+ * address space for writing twice and faulted in fresh pages each time: threads of the program faulting
+ * pages meanwhile slept, and a sleep lets another thread of a threaded program run and fill its heap
+ * (bench/mstress_like; doc/performance.md).  mprof_unwtab_release gives it back when it is not lent. */
+#define HASH_BYTES    (DICT_SLOTS * sizeof(uint16_t))
+#define SCRATCH_BYTES (CHUNK_SPAN * (sizeof(uint64_t) + sizeof(uint32_t)) + \
+                       DICT_SLOTS / 2 * sizeof(uint64_t) + HASH_BYTES)
+static uint64_t *scratch;      /* read and written only by the holder of scratch_busy */
+static bool scratch_busy;      /* atomic */
+
+static uint64_t *scratch_take(void)
+{
+  if (!__atomic_exchange_n(&scratch_busy, true, __ATOMIC_ACQUIRE)) {
+    if (scratch == NULL) scratch = mprof_pmem_map_stacks(SCRATCH_BYTES);
+    if (scratch != NULL) {
+      memset((char *)scratch + SCRATCH_BYTES - HASH_BYTES, 0, HASH_BYTES);   /* a fresh map's zeros */
+      return scratch;
+    }
+    __atomic_store_n(&scratch_busy, false, __ATOMIC_RELEASE);
+  }
+  return mprof_pmem_map_temp(SCRATCH_BYTES);
+}
+
+static void scratch_give(uint64_t *tmp)
+{
+  if (tmp == scratch) __atomic_store_n(&scratch_busy, false, __ATOMIC_RELEASE);
+  else mprof_pmem_unmap_temp(tmp, SCRATCH_BYTES);
+}
+
 static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
 {
   uintptr_t from = o->start + (index << MPROF_TAB_CHUNK_SHIFT);
   size_t left = o->span - (index << MPROF_TAB_CHUNK_SHIFT), span = left < CHUNK_SPAN ? left : CHUNK_SPAN;
-  /* A row per byte at most; the distinct rules and their hash. */
-  size_t tmp_bytes = span * (sizeof(uint64_t) + sizeof(uint32_t)) + DICT_SLOTS / 2 * sizeof(uint64_t) +
-                     DICT_SLOTS * sizeof(uint16_t);
-  uint64_t *tmp = mprof_pmem_map_temp(tmp_bytes);
+  uint64_t *tmp = scratch_take();
   if (tmp == NULL) return MPROF_TAB_FAILED;
-  uint64_t *dict = tmp + span;
+  uint64_t *dict = tmp + CHUNK_SPAN;
   uint32_t nrules = 0;
   mprof_rowbuf_t rows = {(uint32_t *)(dict + DICT_SLOTS / 2), tmp, 0, span};
-  uint16_t *hash = (uint16_t *)(rows.start + span);
+  uint16_t *hash = (uint16_t *)(rows.start + CHUNK_SPAN);
   mprof_tabchunk_t *ch = MPROF_TAB_FAILED;
   bool ok = mprof_cfi_compile(&o->view, &o->index, from, span, &rows) && rows.n > 0;
   for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
@@ -509,7 +537,7 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
       count(&stats.chunk_bytes, bytes);
     }
   }
-  mprof_pmem_unmap_temp(tmp, tmp_bytes);
+  scratch_give(tmp);
   if (ch == MPROF_TAB_FAILED) count(&stats.chunk_failures, 1);
   return ch;
 }
@@ -537,6 +565,11 @@ void mprof_unwtab_release(void)
     retire(&set->retired);
   }
   settle();
+  if (!__atomic_exchange_n(&scratch_busy, true, __ATOMIC_ACQUIRE)) {   /* lent: the next release */
+    mprof_pmem_unmap_stacks(scratch, SCRATCH_BYTES);
+    scratch = NULL;
+    __atomic_store_n(&scratch_busy, false, __ATOMIC_RELEASE);
+  }
 }
 
 #endif /* MPROF_HAVE_TABLE */
