@@ -56,7 +56,19 @@ typedef struct shard_s {
   uintptr_t      *pool_next;              /* free frame space in pools */
   size_t          pool_left;              /* frames */
   size_t          reserved;               /* dump reserve held for these stacks (pmem.c), bytes */
+  struct spares_s *spares;                /* the lock holder's, while it interns (shard_map) */
 } shard_t;
+
+/* Mappings an intern makes outside the shard lock.  A mapping takes the kernel's lock of the address space
+ * for writing: made under the shard lock, it kept every sampling thread that wanted the shard waiting while
+ * the program's page faults went first, and each of them slept (a sleep lets another thread of a threaded
+ * program run and fill its heap: bench/mstress_like, doc/performance.md).  So an intern that finds the
+ * shard short of memory (its index, an entry chunk, a frame pool) asks for it (`need`), releases the lock,
+ * maps it and tries again, and unmaps what it replaced or did not use once the lock is released. */
+typedef struct spares_s {
+  size_t need;                            /* bytes asked for; 0: none */
+  struct { void *p; size_t bytes; } spare[3], gone;   /* mapped, not yet used; an index replaced */
+} spares_t;
 
 /* The "dropped (reason)" entries, outside the shards so they exist whatever the budget: a one-frame set
  * per reason (frame MI_PROF_FRAME_DROPPED(reason), no labels), and with lifetimes a FREED entry per reason
@@ -108,6 +120,35 @@ static inline mprof_stack_t *entry(const shard_t *s, uint32_t n)
 
 static inline uint64_t id_of(const mprof_stack_t *e) { return (uint64_t)(uintptr_t)e; }
 
+/* Memory for shard s (its lock held): a spare of that size if the holder mapped one, else a request for
+ * it (NULL, the holder maps it after the lock), or, outside an intern, a mapping made now. */
+static void *shard_map(shard_t *s, size_t bytes)
+{
+  spares_t *sp = s->spares;
+  if (sp == NULL) return mprof_pmem_map_stacks(bytes);
+  for (size_t i = 0; i < 3; i++) {
+    void *p = sp->spare[i].p;
+    if (p != NULL && sp->spare[i].bytes == bytes) {
+      sp->spare[i].p = NULL;
+      return p;
+    }
+  }
+  if (sp->need == 0) sp->need = bytes;
+  return NULL;
+}
+
+/* Gives back what shard s (its lock held) no longer uses: after the lock when an intern holds it. */
+static void shard_unmap(shard_t *s, void *p, size_t bytes)
+{
+  spares_t *sp = s->spares;
+  if (sp != NULL && sp->gone.p == NULL) {
+    sp->gone.p = p;
+    sp->gone.bytes = bytes;
+  } else {
+    mprof_pmem_unmap_stacks(p, bytes);
+  }
+}
+
 static void shard_release(shard_t *s)
 {
   for (uint32_t c = 0; c < MAX_CHUNKS && *chunk_of(s, c) != NULL; c++) {
@@ -135,14 +176,14 @@ static MPROF_NOINLINE bool index_grow(shard_t *s, uint32_t more)
 {
   if (s->index_cap != 0 && (size_t)(s->count + more) * 2 <= s->index_cap) return true;
   size_t cap = s->index_cap ? s->index_cap * 2 : INDEX_MIN;
-  uint32_t *index = mprof_pmem_map_stacks(cap * sizeof(uint32_t));
+  uint32_t *index = shard_map(s, cap * sizeof(uint32_t));
   if (index == NULL) return false;
   for (uint32_t n = 0; n < s->count; n++) {
     size_t i = (size_t)entry(s, n)->hash & (cap - 1);
     while (index[i] != 0) i = (i + 1) & (cap - 1);
     index[i] = n + 1;
   }
-  mprof_pmem_unmap_stacks(s->index, s->index_cap * sizeof(uint32_t));
+  if (s->index != NULL) shard_unmap(s, s->index, s->index_cap * sizeof(uint32_t));
   s->index = index;
   s->index_cap = cap;
   return true;
@@ -158,7 +199,7 @@ static uintptr_t *pool_take(shard_t *s, size_t depth)
 {
   if (s->pool_left < depth) {
     size_t bytes = s->pools != NULL ? POOL_BYTES : POOL_FIRST;
-    pool_t *pool = mprof_pmem_map_stacks(bytes);
+    pool_t *pool = shard_map(s, bytes);
     if (pool == NULL) return NULL;
     pool->bytes = bytes;
     pool->next = s->pools;
@@ -242,7 +283,7 @@ static uint32_t append(shard_t *s, const lookup_t *k, size_t slot, const mprof_s
   size_t reserve = up == NULL ? depth * MPROF_DUMP_FRAME_BYTES : MPROF_DUMP_STACK_BYTES;
   if (!mprof_pmem_reserve_stacks(reserve)) return 0;
   mprof_stack_t **chunk = chunk_of(s, c);
-  if (*chunk == NULL) *chunk = mprof_pmem_map_stacks(CHUNK_BYTES);
+  if (*chunk == NULL) *chunk = shard_map(s, CHUNK_BYTES);
   const uintptr_t *frames = NULL;
   if (*chunk != NULL) frames = up != NULL ? up->frames : pool_take(s, depth);
   if (frames == NULL) {
@@ -307,23 +348,38 @@ uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, const mprof_l
   uint64_t hash = frames_hash(frames, depth), id = 0;
   size_t k = (size_t)(hash >> 60);
   shard_t *s = &shards[k];
-  *why = MI_PROF_DROP_REASONS;       /* no drop: the session is over */
-  mprof_lock(&s->lock);
-  if (s->session != session_word) {
-    /* leave id 0 */
-  } else if (!index_reserve(s, 2)) {
-    *why = MI_PROF_DROP_MEMORY;
-  } else {
-    uint64_t h = set_hash(hash, labels);
-    size_t slot;
-    uint32_t m = find_set(s, h, frames, depth, labels, &slot);
-    if (m == 0) {
-      lookup_t key = {.hash = h, .kind = MPROF_ENTRY_SET, .frames = frames, .depth = depth, .labels = labels};
-      m = add_set(s, hash, &key, slot, why);
+  spares_t sp = {0};
+  for (size_t tries = 0; id == 0; tries++) {
+    *why = MI_PROF_DROP_REASONS;     /* no drop: the session is over */
+    sp.need = 0;
+    mprof_lock(&s->lock);
+    s->spares = tries < 3 ? &sp : NULL;   /* an index, a chunk, a pool: then whatever is still short */
+    if (s->session != session_word) {
+      /* leave id 0 */
+    } else if (!index_reserve(s, 2)) {
+      *why = MI_PROF_DROP_MEMORY;
+    } else {
+      uint64_t h = set_hash(hash, labels);
+      size_t slot;
+      uint32_t m = find_set(s, h, frames, depth, labels, &slot);
+      if (m == 0) {
+        lookup_t key = {.hash = h, .kind = MPROF_ENTRY_SET, .frames = frames, .depth = depth,
+                        .labels = labels};
+        m = add_set(s, hash, &key, slot, why);
+      }
+      if (m != 0) id = id_of(entry(s, m - 1));
     }
-    if (m != 0) id = id_of(entry(s, m - 1));
+    s->spares = NULL;
+    mprof_unlock(&s->lock);
+    if (id != 0 || sp.need == 0 || *why != MI_PROF_DROP_MEMORY) break;
+    char *p = mprof_pmem_map_stacks(sp.need);       /* what the shard lacked, mapped unlocked ... */
+    if (p == NULL) break;                           /* the budget: dropped, as under the lock */
+    for (size_t at = 0; at < sp.need; at += 4096) __atomic_store_n(p + at, 0, __ATOMIC_RELAXED);
+    sp.spare[tries].p = p;                          /* ... and faulted in: a fault under the lock is a wait */
+    sp.spare[tries].bytes = sp.need;
   }
-  mprof_unlock(&s->lock);
+  for (size_t i = 0; i < 3; i++) mprof_pmem_unmap_stacks(sp.spare[i].p, sp.spare[i].bytes);
+  mprof_pmem_unmap_stacks(sp.gone.p, sp.gone.bytes);
   return id;
 }
 
@@ -443,7 +499,10 @@ void mprof_stacks_prefork(void)
 
 void mprof_stacks_postfork_reinit(void)
 {
-  for (size_t k = 0; k < SHARDS; k++) pthread_mutex_init(&shards[k].lock, NULL);
+  for (size_t k = 0; k < SHARDS; k++) {
+    pthread_mutex_init(&shards[k].lock, NULL);
+    shards[k].spares = NULL;                 /* the forking thread's stack, if it was interning */
+  }
 }
 
 void mprof_stacks_postfork(void)
