@@ -103,20 +103,51 @@ static bool slot_of(const shard_t *s, uintptr_t addr, size_t *at)
   return s->slots[*at].addr == addr;
 }
 
-/* Makes room for one more record (load <= 70%).  False when profiler memory is exhausted. */
+static inline bool shard_has_room(const shard_t *s)   /* for one more record: load <= 70% */
+{
+  return s->capacity != 0 && (s->used + 1) * 10 <= s->capacity * 7;
+}
+
+static inline size_t shard_next_capacity(const shard_t *s)
+{
+  return s->capacity ? s->capacity * 2 : MPROF_SLOTS_MIN;
+}
+
+/* A table for shard_grow, mapped with no lock held and its pages faulted in: under the shard lock the
+ * mapping (the kernel's address-space lock, taken for writing, waits behind the program's page faults) and
+ * the faults kept every thread that wanted the shard asleep, and every sleep lets another thread of a
+ * threaded program run and fill its heap (bench/mstress_like: two sleeps a run lift its peak under mimalloc
+ * by 0.6-1 MiB; doc/performance.md).  The rehash writes every page anyway. */
+static mprof_record_t *table_map(size_t cap)
+{
+  char *p = mprof_pmem_map(cap * sizeof(mprof_record_t));
+  for (size_t at = 0; p != NULL && at < cap * sizeof(mprof_record_t); at += 4096)
+    __atomic_store_n(p + at, 0, __ATOMIC_RELAXED);
+  return (mprof_record_t *)p;
+}
+
+/* Shard s (its lock held) moves to `slots`, of the next capacity; the old table is returned in *old, for
+ * the caller to unmap once the lock is released. */
+static void shard_grow(shard_t *s, mprof_record_t *slots, mprof_record_t **old, size_t *old_cap)
+{
+  *old = s->slots;
+  *old_cap = s->capacity;
+  s->slots = slots;
+  s->capacity = shard_next_capacity(s);
+  for (size_t i = 0; i < *old_cap; i++) {
+    if ((*old)[i].addr != 0) s->slots[probe(s, (*old)[i].addr)] = (*old)[i];
+  }
+}
+
+/* Makes room for one more record under the lock (a rare path: orphans).  False when profiler memory is
+ * exhausted. */
 static bool shard_reserve(shard_t *s)
 {
-  if (s->capacity != 0 && (s->used + 1) * 10 <= s->capacity * 7) return true;
-  size_t cap = s->capacity ? s->capacity * 2 : MPROF_SLOTS_MIN;
-  mprof_record_t *slots = mprof_pmem_map(cap * sizeof(mprof_record_t));
+  if (shard_has_room(s)) return true;
+  mprof_record_t *slots = table_map(shard_next_capacity(s)), *old;
+  size_t old_cap;
   if (slots == NULL) return false;
-  mprof_record_t *old = s->slots;
-  size_t old_cap = s->capacity;
-  s->slots = slots;
-  s->capacity = cap;
-  for (size_t i = 0; i < old_cap; i++) {
-    if (old[i].addr != 0) s->slots[probe(s, old[i].addr)] = old[i];
-  }
+  shard_grow(s, slots, &old, &old_cap);
   mprof_pmem_unmap(old, old_cap * sizeof(mprof_record_t));
   return true;
 }
@@ -223,20 +254,12 @@ static void discard_locked(mprof_discarded_t *gone)
 }
 
 /* Start: what an earlier session kept is discarded (*gone), then fresh counters and stacks, accepting
- * only this session (orphans stay).  Each shard gets its first table here, from the thread that starts
- * the session, not from a sample: a mapping takes the kernel's lock of the address space for writing, a
- * thread of the program that faults a page meanwhile sleeps, and every sleep in a threaded program lets
- * another of its threads run and fill its heap (bench/mstress_like: two sleeps of the kind per run, on
- * average, lift mimalloc's peak by 0.6-1 MiB; doc/performance.md).  A shard that gets no table here
- * (profiler memory) tries again at its first sample.  Untouched pages cost address space only. */
+ * only this session (orphans stay). */
 void mprof_record_begin(uint64_t session_word, mprof_discarded_t *gone)
 {
   mprof_record_lock_all();
   discard_locked(gone);
-  for (size_t i = 0; i < MPROF_SHARDS; i++) {
-    shards[i].session = session_word;
-    (void)shard_reserve(&shards[i]);
-  }
+  for (size_t i = 0; i < MPROF_SHARDS; i++) shards[i].session = session_word;
   mprof_stacks_begin(session_word);
   mprof_peak_begin(mprof_mono_ns());
   mprof_record_unlock_all();
@@ -276,27 +299,49 @@ static void slot_put(shard_t *s, const mprof_record_t *r)
   heap_count(r->heap, +1);
 }
 
+/* A shard without room gets its next table mapped with the lock released (table_map), then the insert
+ * starts over; a table another thread's growth made stale meanwhile is unmapped and mapped again. */
 mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_word)
 {
   shard_t *s = shard_of(r->addr);
-  mprof_insert_t rc = MPROF_INSERT_OK;
-  mprof_lock(&s->lock);
-  if (mprof_unlikely(s->session != session_word)) {
-    rc = MPROF_INSERT_SESSION;
-  } else if (mprof_unlikely(!shard_reserve(s))) {
-    rc = MPROF_INSERT_MEMORY;
-  } else {
-    slot_put(s, r);
-    s->totals.samples++;
-    s->totals.live++;
-    s->totals.live_req_bytes += r->size;
-    s->totals.inuse_obj_fx += r->obj_fx;
-    s->totals.inuse_bytes += r->inuse_bytes;
-    s->totals.alloc_obj_fx += r->obj_fx;
-    s->totals.alloc_bytes += r->inuse_bytes;
-    mprof_peak_sample(mprof_stack_get(r->stack_id), r);
+  mprof_insert_t rc;
+  mprof_record_t *spare = NULL, *old = NULL;
+  size_t spare_cap = 0, old_cap = 0;
+  for (;;) {
+    rc = MPROF_INSERT_OK;
+    mprof_lock(&s->lock);
+    bool room = shard_has_room(s);
+    size_t want = shard_next_capacity(s);
+    if (mprof_unlikely(s->session != session_word)) {
+      rc = MPROF_INSERT_SESSION;
+    } else if (mprof_unlikely(!room) && spare != NULL && spare_cap == want) {
+      shard_grow(s, spare, &old, &old_cap);
+      spare = NULL;
+      room = true;
+    }
+    if (rc == MPROF_INSERT_OK && room) {
+      slot_put(s, r);
+      s->totals.samples++;
+      s->totals.live++;
+      s->totals.live_req_bytes += r->size;
+      s->totals.inuse_obj_fx += r->obj_fx;
+      s->totals.inuse_bytes += r->inuse_bytes;
+      s->totals.alloc_obj_fx += r->obj_fx;
+      s->totals.alloc_bytes += r->inuse_bytes;
+      mprof_peak_sample(mprof_stack_get(r->stack_id), r);
+    }
+    mprof_unlock(&s->lock);
+    if (rc != MPROF_INSERT_OK || room) break;
+    mprof_pmem_unmap(spare, spare_cap * sizeof(mprof_record_t));
+    spare_cap = want;
+    spare = table_map(want);
+    if (spare == NULL) {
+      rc = MPROF_INSERT_MEMORY;
+      break;
+    }
   }
-  mprof_unlock(&s->lock);
+  mprof_pmem_unmap(spare, spare_cap * sizeof(mprof_record_t));
+  mprof_pmem_unmap(old, old_cap * sizeof(mprof_record_t));
   return rc;
 }
 
