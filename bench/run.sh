@@ -102,6 +102,7 @@ cc -O2 -fPIC -shared -Iinclude -o "$bin/unwind_report.so" bench/unwind_report.c 
 cc -O2 -fPIC -shared -Iinclude -o "$bin/stats_report.so" bench/stats_report.c -ldl
 cc -O2 -fPIC -shared -o "$bin/empty_object.so" bench/empty_object.c
 cc -O2 -fPIC -shared -o "$bin/hwm_probe.so" bench/hwm_probe.c
+cc -O2 -fPIC -shared -o "$bin/pause_shim.so" bench/pause_shim.c -ldl -lm   # bench/hwm_rounds.py's controls
 # stdio_lines' input: 1,000,000 lines (65 MB; QUICK reads a tenth), the same text every time.
 "$bin/stdio_lines" gen "$bin/lines.txt" 1000000
 cc -O2 -Wall -o "$bin/runone" bench/runone.c
