@@ -451,9 +451,11 @@ bool mprof_unwtab_object(uintptr_t pc, mprof_ucursor_t *c)
 /* The rule's index in dict (n distinct so far), added when new; -1 when the dictionary is full.  hash:
  * DICT_SLOTS open-addressing slots of index + 1. */
 #define DICT_SLOTS 4096u
+static inline uint32_t dict_slot(uint64_t rule) { return (uint32_t)((rule * 0x9e3779b97f4a7c15u) >> 52); }
+
 static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule)
 {
-  for (uint32_t h = (uint32_t)((rule * 0x9e3779b97f4a7c15u) >> 52);; h = (h + 1) & (DICT_SLOTS - 1)) {
+  for (uint32_t h = dict_slot(rule);; h = (h + 1) & (DICT_SLOTS - 1)) {
     if (hash[h] == 0) {
       if (*n == DICT_SLOTS / 2) return -1;
       dict[*n] = rule;
@@ -480,10 +482,7 @@ static uint64_t *scratch_take(void)
 {
   if (!__atomic_exchange_n(&scratch_busy, true, __ATOMIC_ACQUIRE)) {
     if (scratch == NULL) scratch = mprof_pmem_map_stacks(SCRATCH_BYTES);
-    if (scratch != NULL) {
-      memset((char *)scratch + SCRATCH_BYTES - HASH_BYTES, 0, HASH_BYTES);   /* a fresh map's zeros */
-      return scratch;
-    }
+    if (scratch != NULL) return scratch;          /* its hash all zeros, as compile leaves it */
     __atomic_store_n(&scratch_busy, false, __ATOMIC_RELEASE);
   }
   return mprof_pmem_map_temp(SCRATCH_BYTES);
@@ -536,6 +535,12 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
       count(&stats.rows, n);
       count(&stats.chunk_bytes, bytes);
     }
+  }
+  for (uint32_t k = 0; k < nrules; k++) {         /* the hash back to zeros, slot by slot: a memset of
+                                                   * its 8 KiB cost 0.3 M instructions in python3's start */
+    uint32_t h = dict_slot(dict[k]);
+    while (hash[h] != k + 1) h = (h + 1) & (DICT_SLOTS - 1);
+    hash[h] = 0;
   }
   scratch_give(tmp);
   if (ch == MPROF_TAB_FAILED) count(&stats.chunk_failures, 1);
