@@ -98,13 +98,15 @@ void mprof_guard_drain(mprof_tls_t *t);   /* frees what was deferred; guard stil
 
 /* The profiler's own mutexes (ranks 1..4; peak_lock is a spinlock), counted per thread: a fork from a
  * signal handler that interrupted its thread while that thread held one must not take them again (api.c's
- * fork handlers).  One that is taken is waited for by spinning briefly first (lock.c). */
+ * fork handlers).  One seen taken (glibc's lock word) is taken by mprof_lock_wait (lock.c), which spins
+ * briefly before it sleeps. */
 void mprof_lock_wait(pthread_mutex_t *m);
 
 static inline void mprof_lock(pthread_mutex_t *m)
 {
   mprof_tls.locks++;
-  if (mprof_unlikely(pthread_mutex_trylock(m) != 0)) mprof_lock_wait(m);
+  if (mprof_unlikely(__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) != 0)) mprof_lock_wait(m);
+  else pthread_mutex_lock(m);
 }
 
 static inline void mprof_unlock(pthread_mutex_t *m)
