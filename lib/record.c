@@ -254,12 +254,20 @@ static void discard_locked(mprof_discarded_t *gone)
 }
 
 /* Start: what an earlier session kept is discarded (*gone), then fresh counters and stacks, accepting
- * only this session (orphans stay). */
+ * only this session (orphans stay).  A shard without a table gets its first one here, by the thread that
+ * starts the session: mapped by a sampling thread, even with the lock released, it was a system call that
+ * slept behind the program's page faults about once a run of bench/mstress_like (16 shards).  Its page is
+ * not touched: address space only until the first sample (a fault, which does not wait for mappings). */
 void mprof_record_begin(uint64_t session_word, mprof_discarded_t *gone)
 {
   mprof_record_lock_all();
   discard_locked(gone);
-  for (size_t i = 0; i < MPROF_SHARDS; i++) shards[i].session = session_word;
+  for (size_t i = 0; i < MPROF_SHARDS; i++) {
+    shard_t *s = &shards[i];
+    s->session = session_word;
+    if (s->capacity == 0 && (s->slots = mprof_pmem_map(MPROF_SLOTS_MIN * sizeof(mprof_record_t))) != NULL)
+      s->capacity = MPROF_SLOTS_MIN;
+  }
   mprof_stacks_begin(session_word);
   mprof_peak_begin(mprof_mono_ns());
   mprof_record_unlock_all();
@@ -340,8 +348,8 @@ mprof_insert_t mprof_record_insert(const mprof_record_t *r, uint64_t session_wor
       break;
     }
   }
-  mprof_pmem_unmap(spare, spare_cap * sizeof(mprof_record_t));
-  mprof_pmem_unmap(old, old_cap * sizeof(mprof_record_t));
+  if (mprof_unlikely(spare != NULL)) mprof_pmem_unmap(spare, spare_cap * sizeof(mprof_record_t));
+  if (mprof_unlikely(old != NULL)) mprof_pmem_unmap(old, old_cap * sizeof(mprof_record_t));
   return rc;
 }
 

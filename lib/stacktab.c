@@ -67,6 +67,7 @@ typedef struct shard_s {
  * maps it and tries again, and unmaps what it replaced or did not use once the lock is released. */
 typedef struct spares_s {
   size_t need;                            /* bytes asked for; 0: none */
+  size_t n;                               /* spare[0..n) mapped (NULL once used) */
   struct { void *p; size_t bytes; } spare[3], gone;   /* mapped, not yet used; an index replaced */
 } spares_t;
 
@@ -126,7 +127,7 @@ static void *shard_map(shard_t *s, size_t bytes)
 {
   spares_t *sp = s->spares;
   if (sp == NULL) return mprof_pmem_map_stacks(bytes);
-  for (size_t i = 0; i < 3; i++) {
+  for (size_t i = 0; i < sp->n; i++) {
     void *p = sp->spare[i].p;
     if (p != NULL && sp->spare[i].bytes == bytes) {
       sp->spare[i].p = NULL;
@@ -348,7 +349,9 @@ uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, const mprof_l
   uint64_t hash = frames_hash(frames, depth), id = 0;
   size_t k = (size_t)(hash >> 60);
   shard_t *s = &shards[k];
-  spares_t sp = {0};
+  spares_t sp;                       /* only what the loop asks for is set: this runs on every sample */
+  sp.n = 0;
+  sp.gone.p = NULL;
   for (size_t tries = 0; id == 0; tries++) {
     *why = MI_PROF_DROP_REASONS;     /* no drop: the session is over */
     sp.need = 0;
@@ -378,11 +381,11 @@ uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, const mprof_l
                                                      * once (a pool's or chunk's later pages are written as
                                                      * they fill: faulting them now kept up to 12 KiB more
                                                      * a shard resident, python3 +100 KiB) */
-    sp.spare[tries].p = p;
-    sp.spare[tries].bytes = sp.need;
+    sp.spare[sp.n].p = p;
+    sp.spare[sp.n++].bytes = sp.need;
   }
-  for (size_t i = 0; i < 3; i++) mprof_pmem_unmap_stacks(sp.spare[i].p, sp.spare[i].bytes);
-  mprof_pmem_unmap_stacks(sp.gone.p, sp.gone.bytes);
+  for (size_t i = 0; i < sp.n; i++) mprof_pmem_unmap_stacks(sp.spare[i].p, sp.spare[i].bytes);
+  if (sp.gone.p != NULL) mprof_pmem_unmap_stacks(sp.gone.p, sp.gone.bytes);
   return id;
 }
 
