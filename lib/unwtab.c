@@ -451,11 +451,9 @@ bool mprof_unwtab_object(uintptr_t pc, mprof_ucursor_t *c)
 /* The rule's index in dict (n distinct so far), added when new; -1 when the dictionary is full.  hash:
  * DICT_SLOTS open-addressing slots of index + 1. */
 #define DICT_SLOTS 4096u
-static inline uint32_t dict_slot(uint64_t rule) { return (uint32_t)((rule * 0x9e3779b97f4a7c15u) >> 52); }
-
 static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule)
 {
-  for (uint32_t h = dict_slot(rule);; h = (h + 1) & (DICT_SLOTS - 1)) {
+  for (uint32_t h = (uint32_t)((rule * 0x9e3779b97f4a7c15u) >> 52);; h = (h + 1) & (DICT_SLOTS - 1)) {
     if (hash[h] == 0) {
       if (*n == DICT_SLOTS / 2) return -1;
       dict[*n] = rule;
@@ -466,44 +464,19 @@ static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule
   }
 }
 
-/* A compile's working memory: a row per byte at most (rule, start), the distinct rules and their hash.
- * One such scratch is kept for the session and lent to one compile at a time (scratch_busy); a compile
- * that finds it lent maps its own.  A mapping and its unmapping per compile took the kernel's lock of the
- * address space for writing twice and faulted in fresh pages each time: threads of the program faulting
- * pages meanwhile slept, and a sleep lets another thread of a threaded program run and fill its heap
- * (bench/mstress_like; doc/performance.md).  mprof_unwtab_release gives it back when it is not lent. */
-#define HASH_BYTES    (DICT_SLOTS * sizeof(uint16_t))
-#define SCRATCH_BYTES (CHUNK_SPAN * (sizeof(uint64_t) + sizeof(uint32_t)) + \
-                       DICT_SLOTS / 2 * sizeof(uint64_t) + HASH_BYTES)
-static uint64_t *scratch;      /* read and written only by the holder of scratch_busy */
-static bool scratch_busy;      /* atomic */
-
-static uint64_t *scratch_take(void)
-{
-  if (!__atomic_exchange_n(&scratch_busy, true, __ATOMIC_ACQUIRE)) {
-    if (scratch == NULL) scratch = mprof_pmem_map_stacks(SCRATCH_BYTES);
-    if (scratch != NULL) return scratch;          /* its hash all zeros, as compile leaves it */
-    __atomic_store_n(&scratch_busy, false, __ATOMIC_RELEASE);
-  }
-  return mprof_pmem_map_temp(SCRATCH_BYTES);
-}
-
-static void scratch_give(uint64_t *tmp)
-{
-  if (tmp == scratch) __atomic_store_n(&scratch_busy, false, __ATOMIC_RELEASE);
-  else mprof_pmem_unmap_temp(tmp, SCRATCH_BYTES);
-}
-
 static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
 {
   uintptr_t from = o->start + (index << MPROF_TAB_CHUNK_SHIFT);
   size_t left = o->span - (index << MPROF_TAB_CHUNK_SHIFT), span = left < CHUNK_SPAN ? left : CHUNK_SPAN;
-  uint64_t *tmp = scratch_take();
+  /* A row per byte at most; the distinct rules and their hash. */
+  size_t tmp_bytes = span * (sizeof(uint64_t) + sizeof(uint32_t)) + DICT_SLOTS / 2 * sizeof(uint64_t) +
+                     DICT_SLOTS * sizeof(uint16_t);
+  uint64_t *tmp = mprof_pmem_map_temp(tmp_bytes);
   if (tmp == NULL) return MPROF_TAB_FAILED;
-  uint64_t *dict = tmp + CHUNK_SPAN;
+  uint64_t *dict = tmp + span;
   uint32_t nrules = 0;
   mprof_rowbuf_t rows = {(uint32_t *)(dict + DICT_SLOTS / 2), tmp, 0, span};
-  uint16_t *hash = (uint16_t *)(rows.start + CHUNK_SPAN);
+  uint16_t *hash = (uint16_t *)(rows.start + span);
   mprof_tabchunk_t *ch = MPROF_TAB_FAILED;
   bool ok = mprof_cfi_compile(&o->view, &o->index, from, span, &rows) && rows.n > 0;
   for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
@@ -536,13 +509,7 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
       count(&stats.chunk_bytes, bytes);
     }
   }
-  for (uint32_t k = 0; k < nrules; k++) {         /* the hash back to zeros, slot by slot: a memset of
-                                                   * its 8 KiB cost 0.3 M instructions in python3's start */
-    uint32_t h = dict_slot(dict[k]);
-    while (hash[h] != k + 1) h = (h + 1) & (DICT_SLOTS - 1);
-    hash[h] = 0;
-  }
-  scratch_give(tmp);
+  mprof_pmem_unmap_temp(tmp, tmp_bytes);
   if (ch == MPROF_TAB_FAILED) count(&stats.chunk_failures, 1);
   return ch;
 }
@@ -570,11 +537,6 @@ void mprof_unwtab_release(void)
     retire(&set->retired);
   }
   settle();
-  if (!__atomic_exchange_n(&scratch_busy, true, __ATOMIC_ACQUIRE)) {   /* lent: the next release */
-    mprof_pmem_unmap_stacks(scratch, SCRATCH_BYTES);
-    scratch = NULL;
-    __atomic_store_n(&scratch_busy, false, __ATOMIC_RELEASE);
-  }
 }
 
 #endif /* MPROF_HAVE_TABLE */
