@@ -265,8 +265,10 @@ void mprof_record_begin(uint64_t session_word, mprof_discarded_t *gone)
   for (size_t i = 0; i < MPROF_SHARDS; i++) {
     shard_t *s = &shards[i];
     s->session = session_word;
-    if (s->capacity == 0 && (s->slots = mprof_pmem_map(MPROF_SLOTS_MIN * sizeof(mprof_record_t))) != NULL)
-      s->capacity = MPROF_SLOTS_MIN;
+    mprof_record_t *first = NULL, *none;
+    size_t none_cap;
+    if (s->capacity == 0) first = mprof_pmem_map(MPROF_SLOTS_MIN * sizeof(mprof_record_t));
+    if (first != NULL) shard_grow(s, first, &none, &none_cap);   /* from no table: nothing to move */
   }
   mprof_stacks_begin(session_word);
   mprof_peak_begin(mprof_mono_ns());
