@@ -21,8 +21,15 @@
  * MIMALLOC_PROF_MAX_BYTES=1m and lifetimes on, records keep 345 KiB: 16 shards of 256 records at most 70%
  * full, about 2,800 live samples.
  *
- * No lock: three atomic counters, each changed with compare-and-swap, so any lock may be held while
- * mapping.  `committed` is reserved before `mapped`, and released after it; `stacks` before both.
+ * One temporary, the table unwinder's compile scratch, stays mapped between uses (`kept`): a mapping and
+ * an unmapping per compile took the kernel's address-space lock for writing twice, on the sampling thread,
+ * and a thread that sleeps there lets another thread of the program run (doc/design.md, "A sample does not
+ * sleep").  Kept, it counts in `mapped` only, outside the tables' commitment, so it never narrows what
+ * the tables hold; a mapping that would go over the budget first unmaps it, so a dump still finds its
+ * reserve; mi_prof_stop unmaps it.
+ *
+ * No lock: atomic counters, each changed with compare-and-swap, so any lock may be held while mapping.
+ * `committed` is reserved before `mapped`, and released after it; `stacks` before both.
  */
 #include "pmem.h"
 #include "internal.h"
@@ -36,6 +43,7 @@ static size_t pmem_stacks;          /* of pmem_committed: the stack table's (ato
 static size_t pmem_temp;            /* of pmem_mapped: temporaries (dumps, visits) now (atomic) */
 static size_t pmem_temp_peak;       /* the most pmem_temp has been (atomic; tests check the reserve) */
 static __thread size_t temp_mine __attribute__((tls_model("initial-exec")));   /* this thread's temporaries */
+static void    *pmem_kept;          /* a temporary of MPROF_PMEM_KEPT_BYTES not in use, or NULL (atomic) */
 
 static size_t page_round(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; }
 
@@ -52,9 +60,20 @@ static bool charge(size_t *counter, size_t bytes, size_t limit)
   return true;
 }
 
+/* Unmaps the kept temporary, if there is one; whether there was. */
+static bool drop_kept(void)
+{
+  void *p = __atomic_exchange_n(&pmem_kept, NULL, __ATOMIC_ACQUIRE);
+  if (p == NULL) return false;
+  munmap(p, MPROF_PMEM_KEPT_BYTES);
+  __atomic_fetch_sub(&pmem_mapped, MPROF_PMEM_KEPT_BYTES, __ATOMIC_RELAXED);
+  return true;
+}
+
 static void *map_charged(size_t bytes)
 {
-  if (!charge(&pmem_mapped, bytes, budget())) return NULL;
+  if (!charge(&pmem_mapped, bytes, budget()) && !(drop_kept() && charge(&pmem_mapped, bytes, budget())))
+    return NULL;
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mprof_unlikely(p == MAP_FAILED)) {
     __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
@@ -123,17 +142,21 @@ void mprof_pmem_unmap_stacks(void *p, size_t bytes)
   __atomic_fetch_sub(&pmem_stacks, page_round(bytes), __ATOMIC_RELAXED);
 }
 
-void *mprof_pmem_map_temp(size_t bytes)
+static void temp_count(size_t bytes)
 {
-  bytes = page_round(bytes);
-  void *p = map_charged(bytes);
-  if (p == NULL) return NULL;
   size_t now = __atomic_add_fetch(&pmem_temp, bytes, __ATOMIC_RELAXED);
   size_t peak = __atomic_load_n(&pmem_temp_peak, __ATOMIC_RELAXED);
   while (now > peak && !__atomic_compare_exchange_n(&pmem_temp_peak, &peak, now, true, __ATOMIC_RELAXED,
                                                     __ATOMIC_RELAXED)) {
   }
   temp_mine += bytes;
+}
+
+void *mprof_pmem_map_temp(size_t bytes)
+{
+  bytes = page_round(bytes);
+  void *p = map_charged(bytes);
+  if (p != NULL) temp_count(bytes);
   return p;
 }
 
@@ -146,6 +169,27 @@ void mprof_pmem_unmap_temp(void *p, size_t bytes)
   __atomic_fetch_sub(&pmem_temp, bytes, __ATOMIC_RELAXED);
   __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
 }
+
+void *mprof_pmem_take_kept(void)
+{
+  void *p = __atomic_exchange_n(&pmem_kept, NULL, __ATOMIC_ACQUIRE);
+  if (p == NULL) return mprof_pmem_map_temp(MPROF_PMEM_KEPT_BYTES);
+  temp_count(MPROF_PMEM_KEPT_BYTES);
+  return p;
+}
+
+void mprof_pmem_give_kept(void *p)
+{
+  temp_mine -= MPROF_PMEM_KEPT_BYTES;
+  __atomic_fetch_sub(&pmem_temp, MPROF_PMEM_KEPT_BYTES, __ATOMIC_RELAXED);
+  void *none = NULL;
+  bool running = __atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED) & 1;   /* else stopped meanwhile */
+  if (running && __atomic_compare_exchange_n(&pmem_kept, &none, p, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) return;
+  munmap(p, MPROF_PMEM_KEPT_BYTES);               /* another one is kept already, or no session runs */
+  __atomic_fetch_sub(&pmem_mapped, MPROF_PMEM_KEPT_BYTES, __ATOMIC_RELAXED);
+}
+
+void mprof_pmem_drop_kept(void) { drop_kept(); }
 
 size_t mprof_pmem_mapped(void) { return __atomic_load_n(&pmem_mapped, __ATOMIC_RELAXED); }
 

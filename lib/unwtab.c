@@ -451,9 +451,11 @@ bool mprof_unwtab_object(uintptr_t pc, mprof_ucursor_t *c)
 /* The rule's index in dict (n distinct so far), added when new; -1 when the dictionary is full.  hash:
  * DICT_SLOTS open-addressing slots of index + 1. */
 #define DICT_SLOTS 4096u
+static inline uint32_t dict_slot(uint64_t rule) { return (uint32_t)((rule * 0x9e3779b97f4a7c15u) >> 52); }
+
 static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule)
 {
-  for (uint32_t h = (uint32_t)((rule * 0x9e3779b97f4a7c15u) >> 52);; h = (h + 1) & (DICT_SLOTS - 1)) {
+  for (uint32_t h = dict_slot(rule);; h = (h + 1) & (DICT_SLOTS - 1)) {
     if (hash[h] == 0) {
       if (*n == DICT_SLOTS / 2) return -1;
       dict[*n] = rule;
@@ -464,19 +466,23 @@ static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule
   }
 }
 
+/* A compile's working memory, pmem.c's kept temporary: a row per byte at most (rule, start), the distinct
+ * rules and their hash, which is all zeros between compiles (a fresh mapping's, and each compile clears
+ * the slots it used). */
+_Static_assert(CHUNK_SPAN * (sizeof(uint64_t) + sizeof(uint32_t)) + DICT_SLOTS / 2 * sizeof(uint64_t) +
+                   DICT_SLOTS * sizeof(uint16_t) <= MPROF_PMEM_KEPT_BYTES,
+               "a compile's scratch fits pmem.c's kept temporary");
+
 static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
 {
   uintptr_t from = o->start + (index << MPROF_TAB_CHUNK_SHIFT);
   size_t left = o->span - (index << MPROF_TAB_CHUNK_SHIFT), span = left < CHUNK_SPAN ? left : CHUNK_SPAN;
-  /* A row per byte at most; the distinct rules and their hash. */
-  size_t tmp_bytes = span * (sizeof(uint64_t) + sizeof(uint32_t)) + DICT_SLOTS / 2 * sizeof(uint64_t) +
-                     DICT_SLOTS * sizeof(uint16_t);
-  uint64_t *tmp = mprof_pmem_map_temp(tmp_bytes);
+  uint64_t *tmp = mprof_pmem_take_kept();
   if (tmp == NULL) return MPROF_TAB_FAILED;
-  uint64_t *dict = tmp + span;
+  uint64_t *dict = tmp + CHUNK_SPAN;
   uint32_t nrules = 0;
   mprof_rowbuf_t rows = {(uint32_t *)(dict + DICT_SLOTS / 2), tmp, 0, span};
-  uint16_t *hash = (uint16_t *)(rows.start + span);
+  uint16_t *hash = (uint16_t *)(rows.start + CHUNK_SPAN);
   mprof_tabchunk_t *ch = MPROF_TAB_FAILED;
   bool ok = mprof_cfi_compile(&o->view, &o->index, from, span, &rows) && rows.n > 0;
   for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
@@ -509,7 +515,14 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
       count(&stats.chunk_bytes, bytes);
     }
   }
-  mprof_pmem_unmap_temp(tmp, tmp_bytes);
+  for (uint32_t k = 0; k < nrules; k++) {         /* the hash back to zeros, slot by slot: valgrind counts a
+                                                   * memset of its 8 KiB as 0.3 M instructions in python3's
+                                                   * start */
+    uint32_t h = dict_slot(dict[k]);
+    while (hash[h] != k + 1) h = (h + 1) & (DICT_SLOTS - 1);
+    hash[h] = 0;
+  }
+  mprof_pmem_give_kept(tmp);
   if (ch == MPROF_TAB_FAILED) count(&stats.chunk_failures, 1);
   return ch;
 }
@@ -537,6 +550,7 @@ void mprof_unwtab_release(void)
     retire(&set->retired);
   }
   settle();
+  mprof_pmem_drop_kept();
 }
 
 #endif /* MPROF_HAVE_TABLE */
