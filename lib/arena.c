@@ -37,7 +37,8 @@
 enum {
   CHUNK_NONE = 0,                   /* not mapped by us (this must stay 0: the map starts zeroed) */
   CHUNK_SLOTS = MPROF_CHUNK_SLOTS,  /* sheap.c's slots, with a header */
-  CHUNK_FOREIGN                     /* mapped by someone else when we tried: never ours */
+  CHUNK_FOREIGN,                    /* mapped by someone else when we tried: never ours */
+  CHUNK_PENDING                     /* ours, being mapped or unmapped with sheap_lock released */
 };
 
 static uintptr_t lo, hi;             /* the window */
@@ -51,7 +52,7 @@ static size_t    mapped_bytes;       /* chunks mapped by us now */
 #if MPROF_ARENA_WHOLE
 uint8_t         *mprof_arena_map;    /* state, published once it is set up (mprof_sheap_maybe) */
 #endif
-static bool      no_noreplace;       /* the kernel (or valgrind) refused MAP_FIXED_NOREPLACE */
+static bool      no_noreplace;       /* the kernel (or valgrind) refused MAP_FIXED_NOREPLACE (atomic) */
 static size_t    page_bytes;
 
 /* ---------------------------------------------------------------------------------------------------
@@ -122,10 +123,11 @@ size_t mprof_arena_mapped(void) { return mapped_bytes; }
 /* Maps `bytes` at exactly `at`; NULL (errno) when anything is there or the kernel refuses. */
 static void *map_at(uintptr_t at, size_t bytes)
 {
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS | (no_noreplace ? 0 : MAP_FIXED_NOREPLACE);
+  bool hint = __atomic_load_n(&no_noreplace, __ATOMIC_RELAXED);
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | (hint ? 0 : MAP_FIXED_NOREPLACE);
   void *p = mmap((void *)at, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
-  if (p == MAP_FAILED && errno == EINVAL && !no_noreplace) {
-    no_noreplace = true;                        /* very old kernels, some emulators: a plain hint */
+  if (p == MAP_FAILED && errno == EINVAL && !hint) {
+    __atomic_store_n(&no_noreplace, true, __ATOMIC_RELAXED);   /* old kernels, some emulators: a hint */
     return map_at(at, bytes);
   }
   if (p == MAP_FAILED) return NULL;
@@ -195,14 +197,53 @@ void *mprof_arena_chunk_alloc(void)
   return chunk_addr(i);
 }
 
-void mprof_arena_chunk_free(void *c)
+/* The address of chunk i is free again. */
+static void release(size_t i)
 {
-  size_t i = index_of((uintptr_t)c);
   set(i, CHUNK_NONE);
-  munmap(c, MPROF_CHUNK);
   mapped_bytes -= MPROF_CHUNK;
   if (i >= win_first && i < first_none) first_none = i;
 }
+
+void mprof_arena_chunk_free(void *c)
+{
+  munmap(c, MPROF_CHUNK);
+  release(index_of((uintptr_t)c));
+}
+
+/* A chunk mapped or unmapped with sheap_lock released, so that the lock's other waiters do not sleep
+ * behind the kernel's address-space lock: reserve (lock held) takes the window's lowest free chunk and
+ * marks it pending (NULL when the window has none: mprof_arena_chunk_alloc then, under the lock); map
+ * (no lock) maps it, false with errno; settle (lock held) makes it the slots' (err 0), foreign (EEXIST) or
+ * free again (any other err: the map failed, or the chunk was retired and is unmapped).  retire (lock
+ * held) marks a chunk without live blocks pending, for its caller to unmap it without the lock. */
+void *mprof_arena_chunk_reserve(void)
+{
+  if (limit_bytes - mapped_bytes < MPROF_CHUNK) return NULL;
+  while (first_none < win_end && get(first_none) != CHUNK_NONE) first_none++;
+  if (first_none == win_end) return NULL;
+  set(first_none, CHUNK_PENDING);
+  mapped_bytes += MPROF_CHUNK;
+  return chunk_addr(first_none);
+}
+
+bool mprof_arena_chunk_map(void *at) { return map_at((uintptr_t)at, MPROF_CHUNK) != NULL; }
+
+void mprof_arena_chunk_settle(void *at, int err)
+{
+  size_t i = index_of((uintptr_t)at);
+  if (err == 0) {
+    set(i, CHUNK_SLOTS);
+  } else if (err == EEXIST) {
+    set(i, CHUNK_FOREIGN);
+    mapped_bytes -= MPROF_CHUNK;
+  } else {
+    release(i);
+  }
+}
+
+void mprof_arena_chunk_retire(void *c) { set(index_of((uintptr_t)c), CHUNK_PENDING); }
+
 
 /* For sheap.c's inline test: the window's bounds. */
 void mprof_arena_window(uintptr_t *out_lo, uintptr_t *out_hi)

@@ -23,6 +23,11 @@ uintptr_t mprof_arena_base(void);             /* the lowest address a chunk can 
 size_t    mprof_arena_limit(void);            /* the address space its chunks may take at once */
 void  *mprof_arena_chunk_alloc(void);          /* a fresh chunk; NULL with errno ENOSPC or ENOMEM */
 void   mprof_arena_chunk_free(void *chunk);
+/* The same with sheap_lock released for the system call (arena.c). */
+void  *mprof_arena_chunk_reserve(void);        /* lock held; NULL: use mprof_arena_chunk_alloc */
+bool   mprof_arena_chunk_map(void *at);        /* no lock; false with errno */
+void   mprof_arena_chunk_settle(void *at, int err);   /* lock held; 0, EEXIST, else: free again */
+void   mprof_arena_chunk_retire(void *chunk);  /* lock held; then munmap, then settle with ENOENT */
 size_t mprof_arena_mapped(void);
 
 #endif /* MPROF_ARENA_H */

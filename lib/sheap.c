@@ -50,7 +50,11 @@
  * synchronisation, which hands the pointer to the thread that frees it, orders the two.
  *
  * Lock: sheap_lock (rank 2 in internal.h) protects the slots and arena.c, around every slot operation,
- * never held while taking another lock.  The filter and the slots' sizes are read without it.
+ * never held while taking another lock.  The filter and the slots' sizes are read without it.  No system
+ * call is made under it on a sample's path: a chunk is mapped (and its header page faulted in) or
+ * unmapped, and slots' pages given back, with it released (queue_t, slot_get), and a zeroing request
+ * is cleared after it.  A holder in the kernel's address-space lock, or in a page fault, outlasts the
+ * waiters' spin (lock.c), and each waiter that then sleeps lets another thread of the program run.
  */
 #include "sheap.h"
 #include "arena.h"
@@ -175,22 +179,33 @@ static void list_remove(schunk_t *c, slot_t *s)
   s->prev = s->next = 0;
 }
 
-static bool chunk_new(uint8_t cls)
+/* Chunk c, fresh (its slots' class set), joins the heap: every slot on its lists. */
+static void chunk_add(schunk_t *c)
 {
-  schunk_t *c = mprof_arena_chunk_alloc();
-  if (c == NULL) return false;
-  c->cls = cls;
   dirty_pages += pages_of(sizeof *c);
   c->next = schunks;
   if (schunks != NULL) schunks->prev = c;
   schunks = c;
   nchunks++;
   for (size_t i = slot_count(c) - 1; i >= 1; i--) list_push(c, i);   /* the lowest address first */
+}
+
+/* A chunk mapped under the lock: where the window has no room for one mapped without it (slot_get). */
+static bool chunk_new(uint8_t cls)
+{
+  schunk_t *c = mprof_arena_chunk_alloc();
+  if (c == NULL) return false;
+  c->cls = cls;
+  chunk_add(c);
   return true;
 }
 
-/* Chunk c, whose slots are all free, goes back to the arena: their pages with it, in one munmap. */
-static void chunk_delete(schunk_t *c)
+typedef struct queue_s queue_t;
+static bool queued_chunk(queue_t *q, schunk_t *c);
+
+/* Chunk c, whose slots are all free, goes back to the arena: their pages with it, in one munmap, made by
+ * q after the lock when it has room. */
+static void chunk_delete(schunk_t *c, queue_t *q)
 {
   for (size_t i = 1; i < slot_count(c); i++) {
     list_remove(c, &c->slot[i]);
@@ -201,7 +216,7 @@ static void chunk_delete(schunk_t *c)
   else schunks = c->next;
   if (c->next != NULL) c->next->prev = c->prev;
   nchunks--;
-  mprof_arena_chunk_free(c);
+  if (!queued_chunk(q, c)) mprof_arena_chunk_free(c);
 }
 
 /* Whether chunk c has no slot in use and none with pages resident. */
@@ -225,11 +240,12 @@ typedef struct qentry_s {
   uint32_t  i;
   uint8_t   from, keep;    /* pages [keep, from) of the slot go */
   bool      back;          /* a free slot, pinned: back to its lists after */
+  bool      chunk;         /* no slot: the whole chunk, retired, is unmapped and its address freed */
 } qentry_t;
-typedef struct queue_s {
+struct queue_s {
   size_t    n, max;
   qentry_t *e;
-} queue_t;
+};
 /* A queue on the allocating thread's stack holds a few entries (a sample may run with 1 KiB of stack
  * left: tests/unwind_probe's tinystack); the purges of mi_prof_stop and of the profiler thread hold more
  * per round of sheap_lock. */
@@ -249,6 +265,7 @@ static bool queued(queue_t *q, schunk_t *c, size_t i, size_t keep, bool back)
   q->e[q->n].from = s->extent;
   q->e[q->n].keep = (uint8_t)keep;
   q->e[q->n].back = back;
+  q->e[q->n].chunk = false;
   q->n++;
   dirty_pages -= s->extent - keep;
   s->extent = (uint8_t)keep;
@@ -256,6 +273,16 @@ static bool queued(queue_t *q, schunk_t *c, size_t i, size_t keep, bool back)
     s->used = 1;
     c->used++;
   }
+  return true;
+}
+
+/* Chunk c, out of the heap, is unmapped by q (true) when it has room. */
+static bool queued_chunk(queue_t *q, schunk_t *c)
+{
+  if (q == NULL || q->n == q->max) return false;
+  mprof_arena_chunk_retire(c);
+  q->e[q->n] = (qentry_t){.c = c, .chunk = true};
+  q->n++;
   return true;
 }
 
@@ -293,13 +320,18 @@ static void __attribute__((noinline)) queue_drain(queue_t *q)
 {
   bool back = false;
   for (size_t k = 0; k < q->n; k++) {
+    back |= q->e[k].back || q->e[k].chunk;
+    if (q->e[k].chunk) {
+      munmap(q->e[k].c, MPROF_CHUNK);
+      continue;
+    }
     char *a = slot_addr(q->e[k].c, q->e[k].i);
     madvise(a + q->e[k].keep * page_bytes, (size_t)(q->e[k].from - q->e[k].keep) * page_bytes, MADV_DONTNEED);
-    back |= q->e[k].back;
   }
   if (back) {
     mprof_lock(&sheap_lock);
     for (size_t k = 0; k < q->n; k++) {
+      if (q->e[k].chunk) mprof_arena_chunk_settle(q->e[k].c, ENOENT);   /* its address free again */
       if (!q->e[k].back) continue;
       schunk_t *c = q->e[k].c;
       c->slot[q->e[k].i].used = 0;
@@ -318,8 +350,7 @@ static inline void queue_run(queue_t *q)
 
 /* A free slot of class `cls` for a block of n pages: the smallest extent from n to 2n (or n + 2) pages,
  * else the largest below n (its missing pages fault in as they are written), else the smallest above
- * (its pages beyond n given back first), else one of a new chunk.  NULL (errno) when no chunk can be
- * had. */
+ * (its pages beyond n given back first).  NULL when none is free. */
 static char *slot_take(uint8_t cls, size_t n, queue_t *q)
 {
   class_t *k = &classes[cls];
@@ -328,7 +359,6 @@ static char *slot_take(uint8_t cls, size_t n, queue_t *q)
   if (at_least != 0 && (size_t)__builtin_ctzll(at_least) <= near) e = (size_t)__builtin_ctzll(at_least);
   else if (below != 0) e = 63 - (size_t)__builtin_clzll(below);
   else if (at_least != 0) e = (size_t)__builtin_ctzll(at_least);
-  else if (chunk_new(cls)) e = 0;
   else return NULL;
   schunk_t *c;
   size_t i;
@@ -359,7 +389,7 @@ static bool purge(uint64_t before, bool all, queue_t *q)
     bool whole = c->used == 0 && (all || nchunks > 1);   /* every slot free and due: one munmap */
     for (size_t i = 1; whole && i < slot_count(c); i++) whole = c->slot[i].freed <= before;
     if (whole) {
-      chunk_delete(c);
+      chunk_delete(c, q);
       continue;
     }
     for (size_t i = 1; i < slot_count(c); i++) {
@@ -373,7 +403,7 @@ static bool purge(uint64_t before, bool all, queue_t *q)
         slot_release(c, i, q);
       }
     }
-    if ((all || nchunks > 1) && chunk_clean(c)) chunk_delete(c);
+    if ((all || nchunks > 1) && chunk_clean(c)) chunk_delete(c, q);
   }
   __atomic_store_n(&purge_due, oldest == UINT64_MAX ? 0 : oldest + MPROF_PURGE_NS, __ATOMIC_RELAXED);
   return true;
@@ -458,23 +488,68 @@ static inline uint8_t class_for(size_t size, size_t alignment)
   return size <= SLOT_MAX && alignment <= SLOT_MAX ? 1 : CLASSES;
 }
 
-/* A slot for the sampled request r (lock held); NULL (errno) when no chunk can be had. */
-static char *slot_alloc(const mprof_req_t *r, uint8_t cls, queue_t *q)
+/* A free slot for the sampled request r (lock held), *zero set to the bytes of it to clear for a zeroing
+ * request (where earlier occupants wrote: beyond, its pages are zeros); NULL when none is free. */
+static char *slot_alloc(const mprof_req_t *r, uint8_t cls, queue_t *q, size_t *zero)
 {
   size_t usable = mprof_mi.mi_good_size(r->size), n = pages_of(usable);
-  purge_tick(coarse_now(), false, q);
   char *p = slot_take(cls, n, q);
-  if (p == NULL && idle_pages != 0) {             /* no room: give back what is idle, retry */
-    purge(UINT64_MAX, true, NULL);
-    p = slot_take(cls, n, q);
-  }
   if (p == NULL) return NULL;
   slot_t *s = slot_of(p);
-  size_t written = s->extent * page_bytes;        /* beyond, the pages are zero */
-  if (r->zero && written != 0) memset(p, 0, usable < written ? usable : written);
+  size_t written = s->extent * page_bytes;
+  *zero = r->zero ? (usable < written ? usable : written) : 0;
   if (s->extent < n) dirty_pages += n - s->extent, s->extent = (uint8_t)n;
   __atomic_store_n(&s->usable, (uint32_t)usable, __ATOMIC_RELAXED);
   return p;
+}
+
+/* No slot free and no chunk mappable without the lock (lock held): one mapped under it, else what is
+ * idle given back (the address space may have run out) and a last try. */
+static char *slot_last_resort(const mprof_req_t *r, uint8_t cls, queue_t *q, size_t *zero)
+{
+  if (chunk_new(cls)) return slot_alloc(r, cls, q, zero);
+  if (idle_pages == 0) return NULL;
+  purge(UINT64_MAX, true, NULL);
+  char *p = slot_alloc(r, cls, q, zero);
+  if (p == NULL && chunk_new(cls)) p = slot_alloc(r, cls, q, zero);
+  return p;
+}
+
+/* A slot for the sampled request r, *zero as slot_alloc's; NULL when none can be had.  A new chunk is
+ * mapped, and its header page faulted in, with sheap_lock released: made under the lock, the mapping
+ * waited for the kernel's address-space lock while every other sampler waited for ours (bench/mstress_like:
+ * six chunks mapped and five unmapped a run), and a sampler that sleeps lets another thread run. */
+static char *slot_get(const mprof_req_t *r, uint8_t cls, size_t *zero)
+{
+  QUEUE(q, QUEUE_SAMPLE);
+  schunk_t *fresh = NULL;                         /* mapped for us, not yet in the heap */
+  void *failed = NULL;                            /* reserved, but its mapping failed with err */
+  int err = 0;
+  char *p;
+  for (;;) {
+    void *at = NULL;
+    mprof_lock(&sheap_lock);
+    purge_tick(coarse_now(), false, &q);
+    if (fresh != NULL) {
+      mprof_arena_chunk_settle(fresh, 0);
+      chunk_add(fresh);
+    } else if (failed != NULL) {
+      mprof_arena_chunk_settle(failed, err);
+    }
+    p = slot_alloc(r, cls, &q, zero);
+    if (p == NULL && fresh == NULL && failed == NULL) at = mprof_arena_chunk_reserve();
+    if (p == NULL && at == NULL) p = slot_last_resort(r, cls, &q, zero);
+    mprof_unlock(&sheap_lock);
+    queue_run(&q);
+    if (at == NULL) return p;
+    if (mprof_arena_chunk_map(at)) {
+      fresh = at;
+      fresh->cls = cls;                           /* its header's page faults in here */
+    } else {
+      failed = at;
+      err = errno;
+    }
+  }
 }
 
 /* A block of mimalloc's (above two slices: it starts a slice).  An aligned request goes through
@@ -502,11 +577,9 @@ void *mprof_sheap_alloc(const mprof_req_t *r, mi_prof_drop_reason_t *why)
   *why = MI_PROF_DROP_ARENA_FULL;
   uint8_t cls = class_for(r->size, r->alignment);
   if (cls < CLASSES) {
-    QUEUE(q, QUEUE_SAMPLE);
-    mprof_lock(&sheap_lock);
-    char *p = slot_alloc(r, cls, &q);
-    mprof_unlock(&sheap_lock);
-    queue_run(&q);
+    size_t zero = 0;
+    char *p = slot_get(r, cls, &zero);
+    if (zero != 0) memset(p, 0, zero);            /* the slot is the caller's: no lock */
     return p;
   }
   mi_heap_t *heap = r->heap != NULL ? r->heap : mprof_mi.mi_heap_get_default();
@@ -529,20 +602,21 @@ void mprof_sheap_free(void *p)
   size_t i = slot_index(c, p);
   slot_t *s = &c->slot[i];
   bool stopped = !(__atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED) & 1);   /* nothing reuses it */
+  QUEUE(q, QUEUE_SAMPLE);
   mprof_lock(&sheap_lock);
   s->used = 0;
   c->used--;
   s->freed = coarse_now();
   if (c->used == 0 && (stopped || (nchunks > 1 && (idle_pages + s->extent) * page_bytes > IDLE_MAX))) {
     list_push(c, i);
-    chunk_delete(c);                              /* the chunk's last block: every page in one munmap */
+    chunk_delete(c, &q);                          /* the chunk's last block: every page in one munmap */
     mprof_unlock(&sheap_lock);
+    queue_run(&q);
     return;
   }
   size_t keep = s->extent;                        /* all of them: the purge gives back what stays idle */
   if (stopped || (idle_pages + keep) * page_bytes > IDLE_MAX) keep = 0;
   bool below = below_floor();
-  QUEUE(q, QUEUE_SAMPLE);
   slot_keep(c, i, keep, &q);
   if (keep != 0 && purge_due == 0) {              /* the first slot idle: a purge is due after it */
     __atomic_store_n(&purge_due, s->freed + MPROF_PURGE_NS, __ATOMIC_RELAXED);
