@@ -96,10 +96,10 @@ static inline size_t mprof_guard_enter(void)
 
 void mprof_guard_drain(mprof_tls_t *t);   /* frees what was deferred; guard still up (slow.c) */
 
-/* The profiler's own mutexes (ranks 1..4; peak_lock is a spinlock), counted per thread: a fork from a
- * signal handler that interrupted its thread while that thread held one must not take them again (api.c's
- * fork handlers).  One seen taken (glibc's lock word) is taken by mprof_lock_wait (lock.c), which spins
- * briefly before it sleeps. */
+/* The profiler's own mutexes (ranks 1..4; peak_lock is a futex word of peak.c's), counted per thread: a
+ * fork from a signal handler that interrupted its thread while that thread held one must not take them
+ * again (api.c's fork handlers).  One seen taken (glibc's lock word) is taken by mprof_lock_wait
+ * (lock.c), which spins briefly before it sleeps. */
 void mprof_lock_wait(pthread_mutex_t *m);
 
 static inline void mprof_lock(pthread_mutex_t *m)

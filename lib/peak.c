@@ -5,11 +5,12 @@
  * weight) comes here, in record.c, under the record shard lock of the block concerned, and takes
  * peak_lock (rank 5, the innermost lock): so the changes have one order, and the peak is a moment of
  * that order.  A snapshot holds every record shard lock, so everything here stands still while it reads.
- * peak_lock is a spinlock: what it guards is a few dozen instructions, always taken inside a record shard
- * lock and never by a thread that could interrupt itself there (the reentrancy guard is up), and every
- * sampled block already takes the sampled-block heap's one lock; a mutex cost 90 instructions more per
- * sample and free (callgrind, bench/malloc_loop.c).  A fork cannot find it held: the fork handlers hold
- * every record shard lock.
+ * peak_lock is a word of our own, not a mutex: what it guards is a few dozen instructions, always taken
+ * inside a record shard lock and never by a thread that could interrupt itself there (the reentrancy guard
+ * is up), and every sampled block already takes the sampled-block heap's one lock; a mutex cost 90
+ * instructions more per sample and free (callgrind, bench/malloc_loop.c).  A waiter watches it, then
+ * sleeps on it (mprof_peak_wait).  A fork cannot find it held: the fork handlers hold every record shard
+ * lock.
  *
  * Which moment is the peak.  The in-use estimate moves by whole sample weights.  Where the program churns
  * at its peak (a cache turning over, temporaries on top of a plateau), its noise is drawn again and
@@ -56,24 +57,41 @@
 #include "record.h"
 #include "stacktab.h"
 
-#include <sched.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 bool mprof_lifetimes MPROF_LOAD_DATA;
 
 mprof_peak_state_t mprof_peak = {.next_interval = UINT64_MAX, .next_gdump = UINT64_MAX};
 mprof_point_t mprof_peak_points[MPROF_TIMELINE_POINTS];
 
-/* peak_lock is held by another thread: spins, then yields (its holder may have been preempted). */
+/* peak_lock is held by another thread: watched for up to PEAK_SPINS pauses and taken as soon as it reads
+ * free; then marked contended (2) and slept on in the kernel until the holder's release wakes a waiter.  A
+ * holder that lost its CPU outlasts the watch, and a waiter that gave its CPU away at every turn
+ * (sched_yield) handed it to another thread of the program each time: mstress_like (8 threads on 2 cores)
+ * made 300 such calls in one run of four, and a thread that gives its CPU away lifts a threaded program's
+ * peak (lock.c).  The wait is Drepper's three-state futex mutex: the fast path and the watch only ever
+ * take a free lock (compare-and-swap 0 -> 1), a sleeper takes it as contended, so its release wakes the
+ * next one. */
+#define PEAK_SPINS 1000
+
 void mprof_peak_wait(void)
 {
-  do {
-    for (unsigned spins = 0; __atomic_load_n(&mprof_peak.lock, __ATOMIC_RELAXED) != 0; spins++) {
-      if (spins < 64) mprof_cpu_relax();
-      else sched_yield();
-    }
-  } while (__atomic_exchange_n(&mprof_peak.lock, 1, __ATOMIC_ACQUIRE) != 0);
+  int *lock = &mprof_peak.lock;
+  for (int i = 0; i < PEAK_SPINS; i++) {
+    int free_ = 0;
+    if (__atomic_load_n(lock, __ATOMIC_RELAXED) == 0 &&
+        __atomic_compare_exchange_n(lock, &free_, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+      return;
+    mprof_cpu_relax();
+  }
+  while (__atomic_exchange_n(lock, 2, __ATOMIC_ACQUIRE) != 0)
+    syscall(SYS_futex, lock, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }
+
+void mprof_peak_wake(void) { syscall(SYS_futex, &mprof_peak.lock, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
 /* ---------------------------------------------------------------------------------------------------
    The timeline

@@ -14,7 +14,7 @@
 
 /* Under peak_lock inside a record shard lock, or every record shard lock. */
 typedef struct mprof_peak_state_s {
-  int           lock;                        /* peak_lock: 0 free, 1 held (a spinlock) */
+  int           lock;                        /* peak_lock: 0 free, 1 held, 2 held and waited for */
   uint64_t      gen;                         /* generation of the recorded peak */
   uint64_t      inuse_bytes, alloc_bytes;    /* the full estimates: in use, allocated since start or reset */
   uint64_t      half_a_bytes, best_a;        /* half A's in-use estimate, its highest since start or reset */
@@ -35,6 +35,7 @@ extern mprof_peak_state_t mprof_peak MPROF_HIDDEN;
 extern mprof_point_t mprof_peak_points[MPROF_TIMELINE_POINTS] MPROF_HIDDEN;   /* static: no budget, no fail */
 
 void mprof_peak_wait(void) MPROF_NOINLINE MPROF_COLD;   /* peak_lock is held: waits for it */
+void mprof_peak_wake(void) MPROF_NOINLINE MPROF_COLD;   /* peak_lock released with a waiter: wakes one */
 void mprof_peak_thin(void) MPROF_NOINLINE;              /* the timeline is full: halves it */
 
 static inline void mprof_cpu_relax(void)
@@ -48,10 +49,16 @@ static inline void mprof_cpu_relax(void)
 
 static inline void mprof_peak_acquire(void)
 {
-  if (mprof_unlikely(__atomic_exchange_n(&mprof_peak.lock, 1, __ATOMIC_ACQUIRE) != 0)) mprof_peak_wait();
+  int free_ = 0;
+  if (mprof_unlikely(!__atomic_compare_exchange_n(&mprof_peak.lock, &free_, 1, false, __ATOMIC_ACQUIRE,
+                                                  __ATOMIC_RELAXED)))
+    mprof_peak_wait();
 }
 
-static inline void mprof_peak_release(void) { __atomic_store_n(&mprof_peak.lock, 0, __ATOMIC_RELEASE); }
+static inline void mprof_peak_release(void)
+{
+  if (mprof_unlikely(__atomic_exchange_n(&mprof_peak.lock, 0, __ATOMIC_RELEASE) == 2)) mprof_peak_wake();
+}
 
 /* The state now becomes a point: a new one when `now` is past the last window, else the last one if higher
  * (the window's highest state). */

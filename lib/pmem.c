@@ -184,7 +184,8 @@ void mprof_pmem_give_kept(void *p)
   __atomic_fetch_sub(&pmem_temp, MPROF_PMEM_KEPT_BYTES, __ATOMIC_RELAXED);
   void *none = NULL;
   bool running = __atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED) & 1;   /* else stopped meanwhile */
-  if (running && __atomic_compare_exchange_n(&pmem_kept, &none, p, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) return;
+  if (running && __atomic_compare_exchange_n(&pmem_kept, &none, p, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+    return;
   munmap(p, MPROF_PMEM_KEPT_BYTES);               /* another one is kept already, or no session runs */
   __atomic_fetch_sub(&pmem_mapped, MPROF_PMEM_KEPT_BYTES, __ATOMIC_RELAXED);
 }
