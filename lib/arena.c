@@ -244,7 +244,6 @@ void mprof_arena_chunk_settle(void *at, int err)
 
 void mprof_arena_chunk_retire(void *c) { set(index_of((uintptr_t)c), CHUNK_PENDING); }
 
-
 /* For sheap.c's inline test: the window's bounds. */
 void mprof_arena_window(uintptr_t *out_lo, uintptr_t *out_hi)
 {
