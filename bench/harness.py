@@ -86,6 +86,7 @@ def main():
     p.add_argument("--quick", type=int, default=0)
     p.add_argument("--rounds", type=int, default=0)
     p.add_argument("--memory-rounds", type=int, default=-1)
+    p.add_argument("--noisy-memory-rounds", type=int, default=-1)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     p.add_argument("--workloads", default="")
     p.add_argument("--phases", default="callgrind timing samples micro")
@@ -104,6 +105,7 @@ def main():
             p.error("--%s is required" % k.replace("_", "-"))
     a.rounds = a.rounds or (3 if a.quick else 12)
     a.mem_rounds = a.memory_rounds if a.memory_rounds >= 0 else (0 if a.quick else 30)
+    a.noisy_mem_rounds = a.noisy_memory_rounds if a.noisy_memory_rounds >= 0 else (0 if a.quick else 150)
     a.scale = 0.1 if a.quick else 1.0
     a.depths = [8, 32] if a.quick else [8, 16, 32, 64]
     a.pairs = 5 if a.quick else 15

@@ -106,6 +106,15 @@ def peak_tables(doc, wl, add):
         add("")
 
 
+def noisy_text(meta):
+    """The workloads that got more memory rounds (harness_run.NOISY_SD_KIB), as a clause."""
+    noisy = meta.get("noisy_memory_rounds") or {}
+    if not noisy:
+        return ""
+    return " (%s: %s in all, their paired differences' SD being above 1 MiB)" % (
+        ", ".join(sorted(noisy)), ", ".join(str(noisy[w]) for w in sorted(noisy)))
+
+
 def markdown(doc, a):
     L = []
     meta, m = doc["meta"], doc["meta"]["machine"]
@@ -130,10 +139,10 @@ def markdown(doc, a):
     add("")
     add("Sample rate %d bytes everywhere (ours `MIMALLOC_PROF_SAMPLE_RATE`, jemalloc `lg_prof_sample:19`, tcmalloc "
         "`TCMALLOC_SAMPLE_PARAMETER`).  Instructions: callgrind, whole process, one run each.  Wall/CPU: %d interleaved "
-        "rounds; peak RSS (VmHWM at exit): those, and %d memory rounds more of the threaded C workloads; "
+        "rounds; peak RSS (VmHWM at exit): those, and %d memory rounds more of the threaded C workloads%s; "
         "ratio = %s.  `+`/`-` after an "
         "interval: the interval lies above/below 1.  Time: %s." % (
-            meta["rate"], meta["rounds"], meta.get("memory_rounds", 0), meta["interval"],
+            meta["rate"], meta["rounds"], meta.get("memory_rounds", 0), noisy_text(meta), meta["interval"],
             ", ".join("%s %.0f s" % kv for kv in meta["phases_seconds"].items())))
     add("")
 

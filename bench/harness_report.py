@@ -230,6 +230,8 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
         meta=dict(machine=meta, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                   command=a.command, quick=a.quick, rounds=a.rounds,
                   memory_rounds=a.mem_rounds if tm else 0, cg_samples=a.cg_samples, jobs=a.jobs,
+                  noisy_memory_rounds={w: len(tm[w]["stopped"]["mem"]) for w in (tm or {})
+                                       if "stopped" in tm[w] and len(tm[w]["stopped"]["mem"]) > a.mem_rounds},
                   scale=a.scale, rate=RATE,
                   plant=dict(method=a.plant_method, nops=a.plant, preload=a.plant_preload),
                   interval="median of per-round paired ratios; 95% distribution-free order-statistic (sign-test) "

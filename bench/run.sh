@@ -28,6 +28,8 @@
 #   REPS=N      timed rounds (default 12; QUICK: 3)
 #   MEM_REPS=N  rounds of peak RSS only: threaded workloads, the memory criteria's configurations
 #               (default 30; QUICK: 0)
+#   NOISY_MEM_REPS=N  memory rounds in all for a threaded workload whose paired differences over stopped
+#               have an SD above 1 MiB (default 150; QUICK: 0)
 #   JOBS=N      callgrind runs at a time (default: the number of cores)
 #   PLANT=N     nops the planted control adds per call (default 4)
 #   WORKLOADS   a subset, e.g. "malloc_loop python3"
@@ -126,7 +128,7 @@ cmd="bench/run.sh"
 [ "${QUICK:-0}" = 1 ] && cmd="QUICK=1 $cmd"
 exec "$python" bench/harness.py --top "$top" --lib "$lib" --bin "$bin" --out "$out" --plant "$plant" \
   --plant-method "$plant_method" --plant-preload "$plant_preload" --quick "${QUICK:-0}" \
-  --rounds "${REPS:-0}" --memory-rounds "${MEM_REPS:--1}" --jobs "${JOBS:-$(nproc)}" \
-  --workloads "${WORKLOADS:-}" \
+  --rounds "${REPS:-0}" --memory-rounds "${MEM_REPS:--1}" --noisy-memory-rounds "${NOISY_MEM_REPS:--1}" \
+  --jobs "${JOBS:-$(nproc)}" --workloads "${WORKLOADS:-}" \
   --phases "${PHASES:-callgrind timing samples micro}" --python "$python" --have-libunwind "$have_libunwind" \
   --command "$cmd"
