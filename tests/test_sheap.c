@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -309,6 +310,46 @@ START_TEST(sheap_thread_gives_back_below_the_floor)
 }
 END_TEST
 
+/* A mapping of someone else's where the window's first chunk would go: the chunk mapped with sheap_lock
+ * released finds it there (MAP_FIXED_NOREPLACE fails with EEXIST), marks it foreign and takes the next.
+ * 48 sampled blocks of 1000 bytes (rate 1) need at least four chunks of 15 slots; none of them may lie in
+ * the foreign MiB, each starts a slice, and the foreign bytes stay as written. */
+#define FOREIGN_BLOCKS 48
+static void *foreign_block[FOREIGN_BLOCKS];
+
+START_TEST(sheap_foreign_mapping_skipped)
+{
+  const size_t mib = (size_t)1 << 20;
+  uintptr_t at = sizeof(void *) == 8 ? (uintptr_t)4 << 30 : (uintptr_t)16 << 20;   /* arena.c's window */
+  char *mine = MAP_FAILED;
+  for (int i = 0; i < 8 && mine == MAP_FAILED; i++, at += mib) {   /* an earlier session's chunk there */
+    mine = mmap((void *)at, mib, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);   /* a hint */
+    if (mine != MAP_FAILED && mine != (char *)at) {      /* taken: the kernel put it elsewhere */
+      munmap(mine, mib);
+      mine = MAP_FAILED;
+    }
+  }
+  ck_assert_msg(mine != MAP_FAILED, "no free MiB at the window's start: errno %d", errno);
+  memset(mine, 0x5a, mib);
+  start_seeded(1, SEED);
+  for (int i = 0; i < FOREIGN_BLOCKS; i++) {
+    foreign_block[i] = malloc(1000);
+    ck_assert_ptr_nonnull(foreign_block[i]);
+    char *p = foreign_block[i];
+    ck_assert_msg(p < mine || p >= mine + mib, "block %d at %p inside the foreign MiB", i, (void *)p);
+    ck_assert_uint_eq((uintptr_t)p % SLICE, 0);
+    memset(p, 0xa5, 1000);
+  }
+  mi_prof_stats_t st = stats_or_abort();
+  for (int i = 0; i < FOREIGN_BLOCKS; i++) free(foreign_block[i]);
+  if (!mi_prof_stop()) ck_abort_msg("mi_prof_stop failed: errno %d", errno);
+  ck_assert_uint_ge(st.samples, FOREIGN_BLOCKS);
+  for (size_t k = 0; k < mib; k++)
+    if (mine[k] != 0x5a) ck_abort_msg("foreign byte %zu changed to %#x", k, (unsigned)(unsigned char)mine[k]);
+  munmap(mine, mib);
+}
+END_TEST
+
 Suite *sheap_suite(void)
 {
   Suite *s = suite_create("sheap");
@@ -321,6 +362,7 @@ Suite *sheap_suite(void)
   tcase_add_test(tc, sheap_every_other_free_gives_back);
   tcase_add_test(tc, sheap_thread_gives_idle_memory_back);
   tcase_add_test(tc, sheap_thread_gives_back_below_the_floor);
+  tcase_add_test(tc, sheap_foreign_mapping_skipped);
   suite_add_tcase(s, tc);
   return s;
 }
