@@ -5,34 +5,22 @@
  * sleep at once, and a thread that sleeps hands its CPU to another of the program's threads: a threaded
  * program whose threads each fill a heap then has more of them running at once, and its peak follows (two
  * sleeps a run lift mstress_like's peak under mimalloc by 0.6-1 MiB; doc/performance.md).  So a waiter
- * first watches the lock for up to SPINS rounds (10-40 us), and asks for it as soon as it reads free; a
- * holder that is not running (preempted, or in a page fault) outlasts that, and the waiter then sleeps as
- * before.  The watch is plain loads of glibc's lock word, so waiters do not take the holder's cache line
- * away; mprof_lock (internal.h) reads the word once and locks as before when it reads free, so an
- * uncontended lock costs one load more than pthread_mutex_lock. */
+ * first watches the lock for up to MPROF_WAIT_SPINS rounds (10-40 us), and asks for it as soon as it
+ * reads free; a holder that is not running (preempted, or in a page fault) outlasts that, and the waiter
+ * then sleeps as before.  The watch is plain loads of glibc's lock word, so waiters do not take the
+ * holder's cache line away; mprof_lock (internal.h) reads the word once and locks as before when it reads
+ * free, so an uncontended lock costs one load more than pthread_mutex_lock. */
 #include "internal.h"
 
 #if MPROF_PPROF
 
-#define SPINS 1000   /* rounds of a pause: 10-40 us on today's x86-64 cores (pause: 40-140 cycles) */
-
-static inline void cpu_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield" ::: "memory");
-#else
-  __asm__ volatile("" ::: "memory");
-#endif
-}
-
-/* Takes m, which was seen taken: as soon as its lock word reads free, or by sleeping after SPINS pauses. */
+/* Takes m, which was seen taken: as soon as its lock word reads free, or by sleeping after
+ * MPROF_WAIT_SPINS pauses. */
 void mprof_lock_wait(pthread_mutex_t *m)
 {
-  for (int i = 0; i < SPINS; i++) {
+  for (int i = 0; i < MPROF_WAIT_SPINS; i++) {
     if (__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) == 0 && pthread_mutex_trylock(m) == 0) return;
-    cpu_pause();
+    mprof_cpu_pause();
   }
   pthread_mutex_lock(m);
 }

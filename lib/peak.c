@@ -67,25 +67,22 @@ bool mprof_lifetimes MPROF_LOAD_DATA;
 mprof_peak_state_t mprof_peak = {.next_interval = UINT64_MAX, .next_gdump = UINT64_MAX};
 mprof_point_t mprof_peak_points[MPROF_TIMELINE_POINTS];
 
-/* peak_lock is held by another thread: watched for up to PEAK_SPINS pauses and taken as soon as it reads
- * free; then marked contended (2) and slept on in the kernel until the holder's release wakes a waiter.  A
- * holder that lost its CPU outlasts the watch, and a waiter that gave its CPU away at every turn
- * (sched_yield) handed it to another thread of the program each time: mstress_like (8 threads on 2 cores)
- * made 300 such calls in one run of four, and a thread that gives its CPU away lifts a threaded program's
- * peak (lock.c).  The wait is Drepper's three-state futex mutex: the fast path and the watch only ever
- * take a free lock (compare-and-swap 0 -> 1), a sleeper takes it as contended, so its release wakes the
- * next one. */
-#define PEAK_SPINS 1000
-
+/* peak_lock is held by another thread: watched for up to MPROF_WAIT_SPINS pauses and taken as soon as it
+ * reads free; then marked contended (2) and slept on in the kernel until the holder's release wakes one.
+ * It never yields: a sched_yield at every turn, while the holder is off its CPU, hands the CPU to another
+ * thread of the program each time (mstress_like, 8 threads on 2 cores: 300 calls in one run of four), and
+ * that lifts a threaded program's peak as a sleep does (lock.c).  The wait is Drepper's three-state futex
+ * mutex: the fast path and the watch only ever take a free lock (compare-and-swap 0 -> 1), a sleeper
+ * takes it as contended, so its release wakes the next one. */
 void mprof_peak_wait(void)
 {
   int *lock = &mprof_peak.lock;
-  for (int i = 0; i < PEAK_SPINS; i++) {
+  for (int i = 0; i < MPROF_WAIT_SPINS; i++) {
     int free_ = 0;
     if (__atomic_load_n(lock, __ATOMIC_RELAXED) == 0 &&
         __atomic_compare_exchange_n(lock, &free_, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
       return;
-    mprof_cpu_relax();
+    mprof_cpu_pause();
   }
   while (__atomic_exchange_n(lock, 2, __ATOMIC_ACQUIRE) != 0)
     syscall(SYS_futex, lock, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);

@@ -38,15 +38,6 @@ void mprof_peak_wait(void) MPROF_NOINLINE MPROF_COLD;   /* peak_lock is held: wa
 void mprof_peak_wake(void) MPROF_NOINLINE MPROF_COLD;   /* peak_lock released with a waiter: wakes one */
 void mprof_peak_thin(void) MPROF_NOINLINE;              /* the timeline is full: halves it */
 
-static inline void mprof_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield");
-#endif
-}
-
 static inline void mprof_peak_acquire(void)
 {
   int free_ = 0;
