@@ -60,13 +60,18 @@ static bool charge(size_t *counter, size_t bytes, size_t limit)
   return true;
 }
 
+static void unmap_charged(void *p, size_t bytes)
+{
+  munmap(p, bytes);
+  __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
+}
+
 /* Unmaps the kept temporary, if there is one; whether there was. */
 static bool drop_kept(void)
 {
   void *p = __atomic_exchange_n(&pmem_kept, NULL, __ATOMIC_ACQUIRE);
   if (p == NULL) return false;
-  munmap(p, MPROF_PMEM_KEPT_BYTES);
-  __atomic_fetch_sub(&pmem_mapped, MPROF_PMEM_KEPT_BYTES, __ATOMIC_RELAXED);
+  unmap_charged(p, MPROF_PMEM_KEPT_BYTES);
   return true;
 }
 
@@ -95,8 +100,7 @@ void mprof_pmem_unmap(void *p, size_t bytes)
 {
   if (p == NULL) return;
   bytes = page_round(bytes);
-  munmap(p, bytes);
-  __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
+  unmap_charged(p, bytes);
   mprof_pmem_unreserve(bytes);
 }
 
@@ -152,6 +156,12 @@ static void temp_count(size_t bytes)
   temp_mine += bytes;
 }
 
+static void temp_uncount(size_t bytes)
+{
+  temp_mine -= bytes;
+  __atomic_fetch_sub(&pmem_temp, bytes, __ATOMIC_RELAXED);
+}
+
 void *mprof_pmem_map_temp(size_t bytes)
 {
   bytes = page_round(bytes);
@@ -164,10 +174,8 @@ void mprof_pmem_unmap_temp(void *p, size_t bytes)
 {
   if (p == NULL) return;
   bytes = page_round(bytes);
-  munmap(p, bytes);
-  temp_mine -= bytes;
-  __atomic_fetch_sub(&pmem_temp, bytes, __ATOMIC_RELAXED);
-  __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
+  temp_uncount(bytes);
+  unmap_charged(p, bytes);
 }
 
 void *mprof_pmem_take_kept(void)
@@ -180,14 +188,12 @@ void *mprof_pmem_take_kept(void)
 
 void mprof_pmem_give_kept(void *p)
 {
-  temp_mine -= MPROF_PMEM_KEPT_BYTES;
-  __atomic_fetch_sub(&pmem_temp, MPROF_PMEM_KEPT_BYTES, __ATOMIC_RELAXED);
+  temp_uncount(MPROF_PMEM_KEPT_BYTES);
   void *none = NULL;
   bool running = __atomic_load_n(&mprof_session.word, __ATOMIC_RELAXED) & 1;   /* else stopped meanwhile */
   if (running && __atomic_compare_exchange_n(&pmem_kept, &none, p, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
     return;
-  munmap(p, MPROF_PMEM_KEPT_BYTES);               /* another one is kept already, or no session runs */
-  __atomic_fetch_sub(&pmem_mapped, MPROF_PMEM_KEPT_BYTES, __ATOMIC_RELAXED);
+  unmap_charged(p, MPROF_PMEM_KEPT_BYTES);        /* another one is kept already, or no session runs */
 }
 
 void mprof_pmem_drop_kept(void) { drop_kept(); }
