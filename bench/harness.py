@@ -151,7 +151,8 @@ def main():
     if "samples" in phases:
         t = time.time()
         print("harness: samples per workload and unwinder", flush=True)
-        samples = phase_samples(a, configs, workloads)
+        noisy = [w for w in (tm or {}) if len(tm[w].get("stopped", {}).get("mem", [])) > a.mem_rounds]
+        samples = phase_samples(a, configs, workloads, noisy)
         timings["samples"] = time.time() - t
     micro_cost, scale_rows, trivial = [], [], None
     if "micro" in phases:

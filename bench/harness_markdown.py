@@ -1,6 +1,7 @@
 """harness_markdown.py - the tables of bench/harness.py (results.md), rendered from the results document."""
 import shlex
 
+from harness_run import NOISY_PEAK_RUNS
 from harness_setup import BASE_ENV, REAL, UNWINDERS
 from harness_stats import ratio_stats
 
@@ -36,7 +37,10 @@ def peak_tables(doc, wl, add):
             "the largest resident total seen), KiB")
         add("")
         add("Each sampling configuration's row gives, after its total, the difference to stopped per class: where "
-            "each extra KiB of peak RSS is.")
+            "each extra KiB of peak RSS is.  A workload with more memory rounds (the noisy ones) has, per "
+            "class, the median of %d interleaved runs without the report's shims "
+            "(harness_run.NOISY_PEAK_RUNS): one run's mimalloc class moves by megabytes there."
+            % NOISY_PEAK_RUNS)
         add("")
         add("| workload | configuration | total | " + " | ".join(name for _, name in PEAK_CLASSES) + " |")
         add("|---|---|---:|" + "---:|" * len(PEAK_CLASSES))
@@ -48,7 +52,9 @@ def peak_tables(doc, wl, add):
                     continue
                 cell = (lambda k: "%d" % p[k]) if u == "stopped" or not st else (lambda k: "%d (%+d)" % (p[k], p[k] - st[k]))
                 total = sum(p.values())
-                add("| %s | %s | %s | %s |" % (w, u, "%d" % total if u == "stopped" or not st else
+                runs = (S[w][u]["time"] or {}).get("peak_runs", 1)
+                name = w if runs == 1 else "%s (median of %d)" % (w, runs)
+                add("| %s | %s | %s | %s |" % (name, u, "%d" % total if u == "stopped" or not st else
                                                  "%d (%+d)" % (total, total - sum(st.values())),
                                                  " | ".join(cell(k) for k, _ in PEAK_CLASSES)))
         add("")

@@ -188,9 +188,11 @@ def phase_callgrind(a, configs, workloads, micro_jobs):
 
 # The configurations the memory criteria compare, and their references: the memory rounds run only these,
 # on the threaded workloads, whose peaks move by megabytes from run to run (the single-threaded ones' A/A
-# differences are a few pages: their timed rounds suffice).
-MEMORY_CONFIGS = ["mimalloc", "stopped", "fp", "table", "jemalloc", "jemalloc-prof", "tcmalloc",
-                  "tcmalloc-sample"]
+# differences are a few pages: their timed rounds suffice).  `aa` (ours stopped, again) is the null: what
+# the median of the paired differences reads when nothing differs, with as many pairs as fp and table;
+# `armed` (a session, no sample) tells the cost of running from the cost of samples.
+MEMORY_CONFIGS = ["mimalloc", "stopped", "aa", "armed", "fp", "table", "jemalloc", "jemalloc-prof",
+                  "tcmalloc", "tcmalloc-sample"]
 # A workload whose paired differences (fp or table less stopped) over the memory rounds have a standard
 # deviation above this gets memory rounds up to a.noisy_mem_rounds in all: bench/mstress_like's is 3-4.5 MiB,
 # so 42 pairs put its median within about +-0.5 MiB, 150 within about +-0.3.  The rule looks at the spread
@@ -265,9 +267,33 @@ STATS_INT = ["samples", "live_samples", "dropped", "peak_live", "peak_live_bytes
              "rss_anon_kib", "rss_unw_kib", "rss_gcc_kib", "rss_lazy_kib", "rss_prof_kib", "rss_file_kib"]
 
 
-def phase_samples(a, configs, workloads):
+# A noisy workload's peak composition (phase_samples) is the median, class by class, of this many polled runs
+# of each configuration, in interleaved rounds: one run's mimalloc class moves by megabytes (mstress_like),
+# while the profiler's own classes (window, anon, files) move by a few pages.
+NOISY_PEAK_RUNS = 15
+
+
+def peak_rounds(a, configs, w, runs):
+    """`runs` interleaved polled runs of workload w (its timed size) under each of configs; per configuration
+    the median of each class of the composition at the peak, or None when no run succeeded."""
+    got = {c["name"]: [] for c in configs}
+    rng = random.Random(20261203)
+    scratch = os.path.join(a.raw, "peak.out")
+    for _ in range(runs):
+        order = list(configs)
+        rng.shuffle(order)
+        for c in order:
+            code, peak, _ = spawn_polled(w["time"], env_of(c), scratch)
+            if code == 0 and peak:
+                got[c["name"]].append(peak)
+    return {n: {k: int(statistics.median(p[k] for p in ps)) for k in ps[0]} if ps else None
+            for n, ps in got.items()}
+
+
+def phase_samples(a, configs, workloads, noisy=()):
     """Samples, stack depths (bench/unwind_report.c) and memory (bench/stats_report.c) of each sampling
-    configuration, and the memory of `stopped`: a separate, untimed run each, at both sizes."""
+    configuration, and the memory of `stopped`: a separate, untimed run each, at both sizes.  The
+    workloads named in `noisy` get their peak composition from NOISY_PEAK_RUNS runs (peak_rounds)."""
     out = {}
     byname = {c["name"]: c for c in configs}
     for w in workloads:
@@ -292,5 +318,9 @@ def phase_samples(a, configs, workloads):
                     samples=int(kv.get("samples", 0)), stacks=int(kv.get("stacks", 0)),
                     depth_median=int(kv.get("med_sample", 0)), depth_max=int(kv.get("max", 0)),
                     dropped=int(kv.get("dropped", 0)), exit=code,
-                    memory={k: int(mv[k]) for k in STATS_INT if k in mv}, peak_rss=peak)
+                    memory={k: int(mv[k]) for k in STATS_INT if k in mv}, peak_rss=peak, peak_runs=1)
+        if w["name"] in noisy:
+            cs = [byname[u] for u in UNWINDERS + ["stopped"] if u in byname]
+            for u, peak in peak_rounds(a, cs, w, NOISY_PEAK_RUNS).items():
+                out[w["name"]][u]["time"].update(peak_rss=peak, peak_runs=NOISY_PEAK_RUNS)
     return out
