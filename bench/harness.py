@@ -47,7 +47,7 @@ from harness_accept import acceptance
 from harness_markdown import markdown
 from harness_micro import micro_callgrind_jobs, micro_prof_scale, micro_sample_cost, micro_trivial_rss
 from harness_report import build_report, machine_meta
-from harness_run import phase_callgrind, phase_samples, phase_timing
+from harness_run import noisy_workloads, phase_callgrind, phase_samples, phase_timing
 from harness_setup import make_configs, make_workloads
 
 
@@ -151,8 +151,7 @@ def main():
     if "samples" in phases:
         t = time.time()
         print("harness: samples per workload and unwinder", flush=True)
-        noisy = [w for w in (tm or {}) if len(tm[w].get("stopped", {}).get("mem", [])) > a.mem_rounds]
-        samples = phase_samples(a, configs, workloads, noisy)
+        samples = phase_samples(a, configs, workloads, noisy_workloads(tm, a.mem_rounds))
         timings["samples"] = time.time() - t
     micro_cost, scale_rows, trivial = [], [], None
     if "micro" in phases:

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 
 from harness_accept import acceptance
+from harness_run import noisy_workloads
 from harness_setup import ANNOTATED, RATE, REAL, UNWINDERS, env_words
 from harness_stats import diff_stats, med, ratio_stats
 
@@ -230,8 +231,7 @@ def build_report(a, configs, workloads, cg, tm, samples, micro_cost, scale_rows,
         meta=dict(machine=meta, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                   command=a.command, quick=a.quick, rounds=a.rounds,
                   memory_rounds=a.mem_rounds if tm else 0, cg_samples=a.cg_samples, jobs=a.jobs,
-                  noisy_memory_rounds={w: len(tm[w]["stopped"]["mem"]) for w in (tm or {})
-                                       if "stopped" in tm[w] and len(tm[w]["stopped"]["mem"]) > a.mem_rounds},
+                  noisy_memory_rounds=noisy_workloads(tm, a.mem_rounds),
                   scale=a.scale, rate=RATE,
                   plant=dict(method=a.plant_method, nops=a.plant, preload=a.plant_preload),
                   interval="median of per-round paired ratios; 95% distribution-free order-statistic (sign-test) "

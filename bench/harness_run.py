@@ -258,6 +258,12 @@ def phase_timing(a, configs, workloads):
     return res
 
 
+def noisy_workloads(tm, mem_rounds):
+    """The workloads phase_timing gave more than mem_rounds memory rounds (NOISY_SD_KIB), with how many."""
+    return {w: len(tm[w]["stopped"]["mem"]) for w in (tm or {})
+            if "stopped" in tm[w] and len(tm[w]["stopped"]["mem"]) > mem_rounds}
+
+
 def parse_kv(line):
     return {k: v for k, v in (x.split("=", 1) for x in line.split() if "=" in x)}
 
