@@ -42,17 +42,38 @@
 typedef struct rd_s {
   const uint8_t *p, *end;          /* the next byte; the end of what may be read (within the view) */
   uintptr_t delta;                 /* a byte's address: (uintptr_t)p + delta */
+  const mprof_cfi_view_t *v;
   bool bad;
 } rd_t;
 
+static const uint8_t nothing[1];
+
+/* [at, end) of the view.  A file view holds at most a window: from `at` on, all of [at, end) when that is
+ * a record's body (short), else what the window has (rd_record asks for the rest of a record). */
 static bool rd_open(rd_t *r, const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end)
 {
+  r->v = v;
   r->bad = at < v->lo || end > v->hi || at > end;
-  if (r->bad) at = end = v->lo;
+  if (!r->bad && v->mem == NULL) {
+    size_t avail, need = end - at <= MPROF_CFI_SLOT - 64 ? end - at : 32;
+    const uint8_t *p = mprof_cfi_fetch(v, at, need, &avail);
+    if (p != NULL) {
+      r->p = p;
+      r->end = p + (avail < end - at ? avail : end - at);
+      r->delta = at - (uintptr_t)p;
+      return true;
+    }
+    r->bad = true;
+  }
+  if (r->bad || v->mem == NULL) {
+    r->p = r->end = nothing;
+    r->delta = v->lo - (uintptr_t)nothing;
+    return false;
+  }
   r->p = v->mem + (at - v->lo);
   r->end = v->mem + (end - v->lo);
   r->delta = v->lo - (uintptr_t)v->mem;
-  return !r->bad;
+  return true;
 }
 
 static inline uintptr_t rd_addr(const rd_t *r) { return (uintptr_t)r->p + r->delta; }
@@ -182,18 +203,25 @@ bool mprof_cfi_index(const mprof_cfi_view_t *v, uintptr_t hdr, mprof_cfi_index_t
   return true;
 }
 
+/* A search-table field (the caller checked the table lies in the view): the header's address plus the
+ * 4-byte offset at `at`; the header's own when a file view cannot read it (the compile then fails). */
+static uintptr_t table_field(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, uintptr_t at)
+{
+  int32_t rel = 0;
+  size_t avail;
+  const uint8_t *p = v->mem != NULL ? v->mem + (at - v->lo) : mprof_cfi_fetch(v, at, 4, &avail);
+  if (p != NULL) memcpy(&rel, p, 4);
+  return ix->hdr + (uintptr_t)(intptr_t)rel;
+}
+
 static uintptr_t table_loc(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, size_t i)
 {
-  int32_t rel;
-  memcpy(&rel, v->mem + (ix->table + 8 * i - v->lo), 4);
-  return ix->hdr + (uintptr_t)(intptr_t)rel;
+  return table_field(v, ix, ix->table + 8 * i);
 }
 
 static uintptr_t table_fde(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, size_t i)
 {
-  int32_t rel;
-  memcpy(&rel, v->mem + (ix->table + 8 * i + 4 - v->lo), 4);
-  return ix->hdr + (uintptr_t)(intptr_t)rel;
+  return table_field(v, ix, ix->table + 8 * i + 4);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -238,9 +266,18 @@ static bool run(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end, const ci
  * .eh_frame by any toolchain here). */
 static uintptr_t rd_record(rd_t *r)
 {
+  uintptr_t at = rd_addr(r);
   uint32_t len = (uint32_t)rd_uint(r, 4);
   if (r->bad || len == 0 || len == 0xffffffffu) return 0;
   uintptr_t end = rd_addr(r) + len;
+  if (r->v->mem == NULL && len > (size_t)(r->end - r->p) && end > at) {   /* the whole record, in a window */
+    size_t avail;
+    const uint8_t *p = mprof_cfi_fetch(r->v, at, end - at, &avail);
+    if (p == NULL) return r->bad = true, 0;
+    r->p = p + 4;
+    r->end = p + avail;
+    r->delta = at - (uintptr_t)p;
+  }
   rd_limit(r, end);
   return r->bad ? 0 : end;
 }
@@ -644,7 +681,7 @@ bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, u
     }
     emit(&e, f.pc_end, f.pc_end + 1, MPROF_ROW_NONE);
   }
-  return !e.full;
+  return !e.full && (v->mem != NULL || !v->pager->failed);
 }
 
 #endif /* MPROF_HAVE_TABLE */

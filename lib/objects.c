@@ -49,8 +49,10 @@ typedef struct walk_s {
   bool             fill;
 } walk_t;
 
-size_t mprof_objects_note_build_id(uintptr_t at, uintptr_t stop, bool (*read)(uintptr_t, void *, size_t),
-                                   uintptr_t *desc)
+/* Session text: the table unwinder learns a build ID when a sample meets an object (lib/unwtab.c). */
+MPROF_SESSION_TEXT size_t mprof_objects_note_build_id(uintptr_t at, uintptr_t stop,
+                                                      bool (*read)(uintptr_t, void *, size_t),
+                                                      uintptr_t *desc)
 {
   for (unsigned k = 0; k < 64 && stop - at >= sizeof(ElfW(Nhdr)); k++) {     /* a bound on hostile lists */
     ElfW(Nhdr) nh;

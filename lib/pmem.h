@@ -50,7 +50,7 @@ void   mprof_pmem_unmap_temp(void *p, size_t bytes);
 /* The one temporary kept mapped between uses (pmem.c): MPROF_PMEM_KEPT_BYTES, counted as a temporary while
  * taken.  take: the kept one (as its last user left it) or a fresh one (zeros); NULL over the budget.  give:
  * kept again, or unmapped when another is kept.  drop: unmapped now, when not taken (mi_prof_stop). */
-#define MPROF_PMEM_KEPT_BYTES    ((size_t)36 << 10)
+#define MPROF_PMEM_KEPT_BYTES    ((size_t)52 << 10)
 void  *mprof_pmem_take_kept(void);
 void   mprof_pmem_give_kept(void *p);
 void   mprof_pmem_drop_kept(void);

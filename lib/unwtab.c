@@ -41,6 +41,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <string.h>
 
 #if MPROF_HAVE_TABLE
@@ -63,6 +64,9 @@ static uintptr_t initial[INITIAL_MAX] MPROF_LOAD_DATA;   /* mapping starts of th
 static size_t n_initial MPROF_LOAD_DATA;
 
 #define COPY_MAX ((size_t)64 << 20)      /* the most call-frame information copied for one object */
+/* pmem.c's kept temporary is a compile's working memory (compile(), below), then the windows a file view
+ * is read into (cfifile.c). */
+#define WINDOWS_AT (MPROF_PMEM_KEPT_BYTES - MPROF_CFI_WINDOW_BYTES)
 
 static void count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
 
@@ -192,6 +196,9 @@ void mprof_unwtab_stats(mprof_unwtab_stats_t *out)
   out->chunk_failures = __atomic_load_n(&stats.chunk_failures, __ATOMIC_RELAXED);
   out->rows = __atomic_load_n(&stats.rows, __ATOMIC_RELAXED);
   out->stale = __atomic_load_n(&stats.stale, __ATOMIC_RELAXED);
+  out->file_compiles = __atomic_load_n(&stats.file_compiles, __ATOMIC_RELAXED);
+  out->file_preads = __atomic_load_n(&stats.file_preads, __ATOMIC_RELAXED);
+  out->in_place_compiles = __atomic_load_n(&stats.in_place_compiles, __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -242,22 +249,43 @@ static bool read_at(uintptr_t addr, void *dst, size_t n)
   return true;
 }
 
-static void learn_identity(mprof_uobj_t *o, uintptr_t hdr)
-{
+/* The ELF header at the start of o's mapping, its program headers in the first page, and the load bias
+ * (the first PT_LOAD is mapped at start); false when it is not readable so. */
+typedef struct elf_s {
   ElfW(Ehdr) eh;
+  uintptr_t  bias;
+} elf_t;
+
+static bool read_elf(const mprof_uobj_t *o, elf_t *e)
+{
   ElfW(Phdr) ph;
-  uintptr_t end = o->start + o->span, first = UINTPTR_MAX;
-  bool elf = read_at(o->start, &eh, sizeof eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-             eh.e_phentsize == sizeof ph && eh.e_phoff < 4096 &&
-             eh.e_phnum <= (4096 - eh.e_phoff) / sizeof ph;          /* in the first page */
-  for (size_t i = 0; elf && i < eh.e_phnum; i++)      /* the bias: the first PT_LOAD is at start */
-    if (read_at(o->start + eh.e_phoff + i * sizeof ph, &ph, sizeof ph) && ph.p_type == PT_LOAD &&
+  uintptr_t first = UINTPTR_MAX;
+  ElfW(Ehdr) *eh = &e->eh;
+  if (!read_at(o->start, eh, sizeof *eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh->e_phentsize != sizeof ph || eh->e_phoff >= 4096 || eh->e_phnum > (4096 - eh->e_phoff) / sizeof ph)
+    return false;
+  for (size_t i = 0; i < eh->e_phnum; i++)
+    if (read_at(o->start + eh->e_phoff + i * sizeof ph, &ph, sizeof ph) && ph.p_type == PT_LOAD &&
         ph.p_vaddr < first)
       first = ph.p_vaddr;
-  uintptr_t bias = o->start - (first & ~(uintptr_t)0xfff);
-  for (size_t i = 0; first != UINTPTR_MAX && i < eh.e_phnum; i++) {
-    if (!read_at(o->start + eh.e_phoff + i * sizeof ph, &ph, sizeof ph) || ph.p_type != PT_NOTE) continue;
-    uintptr_t at = bias + ph.p_vaddr, stop = at + ph.p_memsz, desc;
+  e->bias = o->start - (first & ~(uintptr_t)0xfff);
+  return first != UINTPTR_MAX;
+}
+
+static bool read_phdr(const mprof_uobj_t *o, const elf_t *e, size_t i, ElfW(Phdr) *ph)
+{
+  return read_at(o->start + e->eh.e_phoff + i * sizeof *ph, ph, sizeof *ph);
+}
+
+static void learn_identity(mprof_uobj_t *o, uintptr_t hdr)
+{
+  elf_t e;
+  ElfW(Phdr) ph;
+  uintptr_t end = o->start + o->span;
+  bool elf = read_elf(o, &e);
+  for (size_t i = 0; elf && i < e.eh.e_phnum; i++) {
+    if (!read_phdr(o, &e, i, &ph) || ph.p_type != PT_NOTE) continue;
+    uintptr_t at = e.bias + ph.p_vaddr, stop = at + ph.p_memsz, desc;
     if (at < o->start || stop > end || stop < at) continue;
     size_t n = mprof_objects_note_build_id(at, stop, read_at, &desc);
     if (n == 0) continue;
@@ -269,6 +297,77 @@ static void learn_identity(mprof_uobj_t *o, uintptr_t hdr)
     size_t n = end - hdr < MPROF_UOBJ_ID_MAX ? end - hdr : MPROF_UOBJ_ID_MAX;
     if (read_at(hdr, o->id, n)) o->id_at = hdr, o->id_len = (uint8_t)n;
   }
+}
+
+/* The name the loader opened the object f describes by, when absolute; the program's: /proc/self/exe
+ * (the file mapped, whatever its name now).  Used only for objects that are never unloaded: the loader's
+ * string lives as long as they do. */
+static const char *object_path(const struct dl_find_object *f)
+{
+  const struct link_map *lm = f->dlfo_link_map;
+  uintptr_t phdr = (uintptr_t)getauxval(AT_PHDR), start = (uintptr_t)f->dlfo_map_start;
+  if (lm == NULL || lm->l_name == NULL) return NULL;
+  if (lm->l_name[0] == '/') return lm->l_name;
+  if (lm->l_name[0] == '\0' && phdr - start < (uintptr_t)f->dlfo_map_end - start) return "/proc/self/exe";
+  return NULL;                                   /* the vDSO, or a name relative to some directory */
+}
+
+/* The file view of a permanent object with a build ID: the file-backed part of the PT_LOAD segment holding
+ * .eh_frame_hdr, and where it and the build ID lie in the file (cfifile.c).  False: read in place. */
+static bool learn_file(mprof_uobj_t *o, uintptr_t hdr, const char *path)
+{
+  elf_t e;
+  ElfW(Phdr) ph;
+  bool seg = false, id = false;
+  if (path == NULL || o->id_at == 0 || o->id_at == hdr || !read_elf(o, &e)) return false;
+  for (size_t i = 0; i < e.eh.e_phnum; i++) {
+    if (!read_phdr(o, &e, i, &ph) || ph.p_type != PT_LOAD) continue;
+    uintptr_t at = e.bias + ph.p_vaddr, stop = at + ph.p_filesz;
+    if (stop < at || at < o->start || stop > o->start + o->span) continue;
+    if (hdr >= at && hdr < stop) {
+      o->view = (mprof_cfi_view_t){NULL, at, stop, NULL};
+      o->file.lo_off = ph.p_offset;
+      seg = true;
+    }
+    if (o->id_at >= at && o->id_at < stop && o->id_len <= stop - o->id_at) {
+      o->file.id_off = ph.p_offset + (o->id_at - at);
+      id = true;
+    }
+  }
+  if (!seg || !id) return o->view = (mprof_cfi_view_t){0}, false;
+  o->file.path = path;
+  o->file.id = o->id;
+  o->file.id_len = o->id_len;
+  return true;
+}
+
+/* .eh_frame_hdr through v, its search table inside v. */
+static bool index_in(const mprof_cfi_view_t *v, uintptr_t hdr, mprof_cfi_index_t *ix)
+{
+  return mprof_cfi_index(v, hdr, ix) && ix->table >= v->lo && ix->table <= v->hi &&
+         (uintptr_t)ix->fde_count * 8 <= v->hi - ix->table;
+}
+
+/* The object's index: a file view's through its file (with .eh_frame in the same segment), else in place,
+ * which a permanent object always allows. */
+static bool read_index(mprof_uobj_t *o, uintptr_t hdr)
+{
+  if (o->view.mem == NULL) {
+    mprof_cfi_view_t v = o->view;
+    mprof_cfi_pager_t pg;
+    uint8_t *tmp = mprof_pmem_take_kept();
+    bool ok = false;
+    if (tmp != NULL && mprof_cfi_file_open(&pg, &o->file, tmp + WINDOWS_AT)) {
+      v.pager = &pg;
+      ok = index_in(&v, hdr, &o->index) && o->index.eh_frame >= v.lo && o->index.eh_frame < v.hi;
+      mprof_cfi_file_close(&pg);
+    }
+    if (tmp != NULL) mprof_pmem_give_kept(tmp);
+    if (ok) return true;
+    o->file.path = NULL;
+    o->view = (mprof_cfi_view_t){(const uint8_t *)o->start, o->start, o->start + o->span, NULL};
+  }
+  return index_in(&o->view, hdr, &o->index);
 }
 
 /* Whether the record o still describes the object the loader reports in f.  The identity bytes are read
@@ -296,7 +395,7 @@ static bool copy_cfi(mprof_uobj_t *o, uintptr_t hdr)
   uint8_t head[32];
   size_t head_n = end - hdr < sizeof head ? end - hdr : sizeof head;
   if (!copy_in(hdr, head, head_n)) return false;
-  mprof_cfi_view_t small = {head, hdr, hdr + head_n};
+  mprof_cfi_view_t small = {head, hdr, hdr + head_n, NULL};
   mprof_cfi_index_t ix;
   if (!mprof_cfi_index(&small, hdr, &ix) || ix.fde_count == 0) return false;
   size_t table_bytes = (size_t)ix.fde_count * 8;
@@ -330,7 +429,7 @@ static bool copy_cfi(mprof_uobj_t *o, uintptr_t hdr)
   }
   o->copy = copy;
   o->copy_bytes = hi - lo;
-  o->view = (mprof_cfi_view_t){copy, lo, hi};
+  o->view = (mprof_cfi_view_t){copy, lo, hi, NULL};
   return true;
 }
 
@@ -350,17 +449,14 @@ static mprof_uobj_t *make_object(const struct dl_find_object *f)
   o->link_map = f->dlfo_link_map;
   o->eh_frame = f->dlfo_eh_frame;
   o->permanent = is_initial(start);
-  if (!o->permanent) learn_identity(o, (uintptr_t)f->dlfo_eh_frame);
   o->nchunks = (uint32_t)nchunks;
   uintptr_t hdr = (uintptr_t)f->dlfo_eh_frame;
-  bool in_place = o->permanent;
   bool has_cfi = hdr != 0 && hdr - start < span;
-  if (has_cfi && !in_place && !copy_cfi(o, hdr)) in_place = mprof_unwind_foreign_refused();
-  if (has_cfi && in_place) o->view = (mprof_cfi_view_t){(const uint8_t *)start, start, start + span};
-  if (o->view.hi != 0 && mprof_cfi_index(&o->view, hdr, &o->index) &&
-      (o->index.table < o->view.lo || o->index.table > o->view.hi ||
-       (uintptr_t)o->index.fde_count * 8 > o->view.hi - o->index.table))
-    o->index.fde_count = 0;
+  if (has_cfi || !o->permanent) learn_identity(o, hdr);
+  bool in_place = o->permanent && !(has_cfi && learn_file(o, hdr, object_path(f)));
+  if (has_cfi && !o->permanent && !copy_cfi(o, hdr)) in_place = mprof_unwind_foreign_refused();
+  if (has_cfi && in_place) o->view = (mprof_cfi_view_t){(const uint8_t *)start, start, start + span, NULL};
+  if (o->view.hi != 0 && !read_index(o, hdr)) o->index.fde_count = 0;
   count(&stats.objects, 1);
   return o;
 }
@@ -468,10 +564,25 @@ static int rule_index(uint64_t *dict, uint32_t *n, uint16_t *hash, uint64_t rule
 
 /* A compile's working memory, pmem.c's kept temporary: a row per byte at most (rule, start), the distinct
  * rules and their hash, which is all zeros between compiles (a fresh mapping's, and each compile clears
- * the slots it used). */
+ * the slots it used); then a file view's windows. */
 _Static_assert(CHUNK_SPAN * (sizeof(uint64_t) + sizeof(uint32_t)) + DICT_SLOTS / 2 * sizeof(uint64_t) +
-                   DICT_SLOTS * sizeof(uint16_t) <= MPROF_PMEM_KEPT_BYTES,
-               "a compile's scratch fits pmem.c's kept temporary");
+                   DICT_SLOTS * sizeof(uint16_t) <= WINDOWS_AT,
+               "a compile's scratch and windows fit pmem.c's kept temporary");
+
+/* The view a compile of o reads: a file view with its file open in pg, else o's bytes in place (a
+ * permanent object's file that cannot be read now). */
+static mprof_cfi_view_t compile_view(const mprof_uobj_t *o, mprof_cfi_pager_t *pg, uint8_t *windows)
+{
+  mprof_cfi_view_t v = o->view;
+  if (v.mem == NULL && mprof_cfi_file_open(pg, &o->file, windows)) {
+    v.pager = pg;
+    count(&stats.file_compiles, 1);
+    return v;
+  }
+  if (v.mem == NULL) v.mem = (const uint8_t *)v.lo;
+  if (o->permanent) count(&stats.in_place_compiles, 1);
+  return v;
+}
 
 static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
 {
@@ -484,7 +595,13 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
   mprof_rowbuf_t rows = {(uint32_t *)(dict + DICT_SLOTS / 2), tmp, 0, span};
   uint16_t *hash = (uint16_t *)(rows.start + CHUNK_SPAN);
   mprof_tabchunk_t *ch = MPROF_TAB_FAILED;
-  bool ok = mprof_cfi_compile(&o->view, &o->index, from, span, &rows) && rows.n > 0;
+  mprof_cfi_pager_t pg;
+  mprof_cfi_view_t view = compile_view(o, &pg, (uint8_t *)tmp + WINDOWS_AT);
+  bool ok = mprof_cfi_compile(&view, &o->index, from, span, &rows) && rows.n > 0;
+  if (view.pager != NULL) {
+    count(&stats.file_preads, pg.preads);
+    mprof_cfi_file_close(&pg);
+  }
   for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
     int k = rule_index(dict, &nrules, hash, rows.rule[i]);
     if (k < 0) ok = false;

@@ -79,10 +79,14 @@ static inline uint64_t mprof_rule_bits(const mprof_rule_t *r)
    ehframe.c: .eh_frame_hdr and .eh_frame, read through a view
 --------------------------------------------------------------------------------------------------- */
 
-/* An object's bytes [lo, hi) as readable at mem + (address - lo): the loaded image itself, or a copy. */
+typedef struct mprof_cfi_pager_s mprof_cfi_pager_t;
+
+/* An object's bytes [lo, hi) as readable at mem + (address - lo): the loaded image itself, or a copy;
+ * mem NULL: read from the object's file through pager (cfifile.c). */
 typedef struct mprof_cfi_view_s {
-  const uint8_t *mem;
-  uintptr_t      lo, hi;
+  const uint8_t     *mem;
+  uintptr_t          lo, hi;
+  mprof_cfi_pager_t *pager;
 } mprof_cfi_view_t;
 
 /* An object's .eh_frame_hdr: its search table of (initial location, FDE) pairs, sorted by location, each
@@ -106,6 +110,46 @@ bool mprof_cfi_index(const mprof_cfi_view_t *v, uintptr_t hdr, mprof_cfi_index_t
 /* Compiles the rows of [from, from + span) into out (which starts empty); false when out is too small. */
 bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, uintptr_t from, size_t span,
                        mprof_rowbuf_t *out);
+
+/* ---------------------------------------------------------------------------------------------------
+   cfifile.c: a view read from the object's file
+--------------------------------------------------------------------------------------------------- */
+
+#define MPROF_UOBJ_ID_MAX 32
+#define MPROF_CFI_SLOTS   4
+#define MPROF_CFI_SLOT    ((size_t)4 << 10)
+#define MPROF_CFI_WINDOW_BYTES (MPROF_CFI_SLOTS * MPROF_CFI_SLOT)
+
+/* Where an object's call-frame information lies in its file, learnt when the object is registered. */
+typedef struct mprof_cfi_file_s {
+  const char *path;                   /* absolute (the program's: /proc/self/exe); NULL: none */
+  uint64_t    lo_off;                 /* the file offset of the view's lo */
+  uint64_t    id_off;                 /* of the GNU build ID's descriptor */
+  const uint8_t *id;                  /* what it must read (the object's in memory) */
+  size_t      id_len;
+} mprof_cfi_file_t;
+
+/* An open file and its windows, for one compile. */
+struct mprof_cfi_pager_s {
+  int       fd;
+  int       saved_errno;              /* the caller's, given back at close */
+  uint64_t  lo_off;
+  uint8_t  *windows;                  /* MPROF_CFI_WINDOW_BYTES of the caller's memory */
+  uintptr_t at[MPROF_CFI_SLOTS];      /* each window's first address */
+  uint32_t  len[MPROF_CFI_SLOTS];     /* its bytes; 0: empty */
+  uint32_t  used[MPROF_CFI_SLOTS], clock;   /* when each was last read (least recent: reused first) */
+  uint32_t  preads;                   /* how many reads the compile took */
+  bool      failed;                   /* a read failed: what was compiled meanwhile is not to be used */
+};
+
+/* Opens f's file for reading into windows and checks its build ID; false (errno kept) when the file cannot
+ * be read or is another one: then the compile reads in place. */
+bool mprof_cfi_file_open(mprof_cfi_pager_t *pg, const mprof_cfi_file_t *f, uint8_t *windows);
+void mprof_cfi_file_close(mprof_cfi_pager_t *pg);
+/* [at, at + need) of a file view, in one window: its first byte, and in *avail how many bytes of the
+ * window start there; NULL when that range is outside the view, longer than a window can hold with the
+ * record's alignment (MPROF_CFI_SLOT - 64), or unreadable (then pager->failed). */
+const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t need, size_t *avail);
 
 /* ---------------------------------------------------------------------------------------------------
    unwtab.c: per-object tables, compiled a chunk of text at a time
@@ -140,7 +184,6 @@ struct mprof_retired_s {
   bool             is_object;                     /* an mprof_uobj_t (else a list of objects) */
 };
 
-#define MPROF_UOBJ_ID_MAX 32
 typedef struct mprof_uobj_s mprof_uobj_t;
 struct mprof_uobj_s {
   mprof_retired_t retired;                        /* bytes: this record's mapping */
@@ -151,6 +194,7 @@ struct mprof_uobj_s {
   uint8_t        id[32];                          /* its build ID, else the start of .eh_frame_hdr */
   bool           permanent;                       /* loaded before the library: never unloaded */
   mprof_cfi_view_t  view;                         /* where its call-frame information is read */
+  mprof_cfi_file_t  file;                         /* mem NULL: from here, else in place (permanent) */
   mprof_cfi_index_t index;                        /* fde_count 0: none (every row NONE) */
   void          *copy;                            /* profiler memory holding view's bytes, or NULL */
   size_t         copy_bytes;
@@ -226,6 +270,8 @@ void     mprof_unwtab_postfork_child(unsigned my_slot_plus_one);
 typedef struct mprof_unwtab_stats_s {
   uint64_t objects, chunks, chunk_bytes, chunk_failures, rows;
   uint64_t stale;                                 /* objects found replaced (dlclose, dlopen) */
+  uint64_t file_compiles, file_preads;            /* chunks compiled from files (cfifile.c), their reads */
+  uint64_t in_place_compiles;                     /* chunks of permanent objects read in place */
 } mprof_unwtab_stats_t;
 void mprof_unwtab_stats(mprof_unwtab_stats_t *out);
 

@@ -3,15 +3,17 @@
  *
  * Usage: cfi_probe FILE [READELF]
  * FILE (an ELF object of this machine) is mapped whole and its .eh_frame_hdr and .eh_frame read through a
- * view of that mapping, as the library reads a loaded image.  Every row `readelf -wF` prints (the state at
+ * view of that mapping, as the library reads a loaded image; with CFI_PROBE_FILE=1, through the file
+ * itself (lib/cfifile.c's windows, opened afresh for each chunk), as the library reads the objects loaded
+ * before it.  Every row `readelf -wF` prints (the state at
  * each location where any register's rule changes, FDE by FDE) is turned into the row the table should
  * hold there, by rules stated independently of ehframe.c's: a CIE with augmentation 'S' gives SIGNAL, an
  * undefined return address END, a CFA from SP or FP plus a multiple of 8 STD (or SLOW when the return
  * address is still in LR or FP is saved where no row says), an expression PLT or FALLBACK, anything else
  * FALLBACK.  Each must equal what the compiled chunk holds at that address, and the end of every FDE that
- * no other starts at must be NONE.  Prints "key value" lines: fdes, rows (compared), mismatches, and the
- * first mismatches as "mismatch ADDR want ... got ...".  Exit status 0 when it could compare; mismatches
- * are the test's to judge.
+ * no other starts at must be NONE.  Prints "key value" lines: fdes, rows (compared), mismatches, the first
+ * mismatches as "mismatch ADDR want ... got ...", chunks (compiled) and preads (reads of the file).  Exit
+ * status 0 when it could compare; mismatches are the test's to judge.
  */
 #define _GNU_SOURCE 1
 
@@ -45,6 +47,19 @@
 
 static mprof_cfi_view_t view;
 static mprof_cfi_index_t ix;
+static const uint8_t *image;       /* the segment as mapped (view.mem, unless the view reads the file) */
+static mprof_cfi_file_t file;      /* CFI_PROBE_FILE=1: read through the file, as the library does */
+static uint8_t windows[MPROF_CFI_WINDOW_BYTES];
+
+/* Compiles (or reads the index) through the file when asked: opened for it, closed after (fresh windows
+ * every time, like each compile of the library). */
+static bool through_file(mprof_cfi_pager_t *pg)
+{
+  if (file.path == NULL) return false;
+  if (!mprof_cfi_file_open(pg, &file, windows)) die("cannot open the file through cfifile.c");
+  view.pager = pg;
+  return true;
+}
 
 /* The compiled chunk's rule at address addr (chunks compiled on first need and kept: readelf lists FDEs
  * in .eh_frame's order, not by address). */
@@ -52,6 +67,8 @@ typedef struct chunk_s {
   uintptr_t from;
   mprof_rowbuf_t rows;
 } chunk_t;
+
+static uint64_t preads;
 
 #define MAX_CHUNKS 65536
 static chunk_t chunks[MAX_CHUNKS];
@@ -67,7 +84,10 @@ static const mprof_rowbuf_t *chunk_at(uintptr_t from)
   c->from = from;
   c->rows = (mprof_rowbuf_t){malloc(cap * sizeof(uint32_t)), malloc(cap * sizeof(uint64_t)), 0, cap};
   if (c->rows.start == NULL || c->rows.rule == NULL) die("out of memory");
+  mprof_cfi_pager_t pg;
+  bool paged = through_file(&pg);
   if (!mprof_cfi_compile(&view, &ix, from, cap, &c->rows)) die("a chunk overflowed");
+  if (paged) preads += pg.preads, mprof_cfi_file_close(&pg);
   return &c->rows;
 }
 
@@ -105,16 +125,22 @@ static void open_file(const char *path)
     if (ph[i].p_type != PT_LOAD || hdr - ph[i].p_vaddr >= ph[i].p_filesz) continue;
     view.lo = ph[i].p_vaddr;
     view.hi = ph[i].p_vaddr + ph[i].p_filesz;
-    view.mem = base + ph[i].p_offset;
+    view.mem = image = base + ph[i].p_offset;
+    file.lo_off = ph[i].p_offset;
   }
+  const char *paged = getenv("CFI_PROBE_FILE");
+  mprof_cfi_pager_t pg;
+  if (paged != NULL && strcmp(paged, "1") == 0) file.path = path, view.mem = NULL;   /* id_len 0: none */
+  bool through = through_file(&pg);
   if (view.hi == 0 || !mprof_cfi_index(&view, hdr, &ix) || ix.table + (uintptr_t)ix.fde_count * 8 > view.hi)
     die("cannot read .eh_frame_hdr");
+  if (through) mprof_cfi_file_close(&pg);
 }
 
 static uintptr_t table_loc(size_t k)
 {
   int32_t rel;
-  memcpy(&rel, view.mem + (ix.table + 8 * k - view.lo), 4);
+  memcpy(&rel, image + (ix.table + 8 * k - view.lo), 4);
   return ix.hdr + (uintptr_t)(intptr_t)rel;
 }
 
@@ -301,8 +327,8 @@ int main(int argc, char **argv)
     gaps++;
     compare(e, MPROF_ROW_NONE, false, false, "end of an FDE");
   }
-  printf("fdes %lu\nindexed %u\nrows %lu\ngaps %lu\nmismatches %lu\n", n_fdes, ix.fde_count, n_rows, gaps,
-         n_mismatch);
+  printf("fdes %lu\nindexed %u\nrows %lu\ngaps %lu\nmismatches %lu\nchunks %zu\npreads %" PRIu64 "\n", n_fdes,
+         ix.fde_count, n_rows, gaps, n_mismatch, n_chunks, preads);
   return 0;
 }
 

@@ -16,6 +16,9 @@
  *   odd                malloc from a callback of probe_odd_cfa, whose CFA is computed from another register
  *                      (x86-64 rbx, aarch64 x19): a rule no row holds.  TABLE_PROBE_LIBGCC=1 loads libgcc_s
  *                      first, so the table unwinder can hand that stack over
+ * TABLE_PROBE_NO_FILES=1: no file descriptor can be opened (RLIMIT_NOFILE at 3) once the session has
+ * started (libunwind loaded for MIMALLOC_PROF_UNWIND_CHECK), so the table unwinder cannot read call-frame
+ * information from files and reads it in place.
  */
 #define _GNU_SOURCE 1
 
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "mimalloc-prof.h"
@@ -43,6 +47,10 @@ void *volatile probe_keep;
 static void start(void)
 {
   if (!mi_prof_start_seeded(1, 0x7ab1eull)) die("mi_prof_start_seeded failed");
+  const char *no_files = getenv("TABLE_PROBE_NO_FILES");
+  struct rlimit three = {3, 3};
+  if (no_files != NULL && strcmp(no_files, "1") == 0 && setrlimit(RLIMIT_NOFILE, &three) != 0)
+    die("cannot limit file descriptors");
 }
 
 /* ---------------------------------------------------------------------------------------------------

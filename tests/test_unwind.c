@@ -419,7 +419,8 @@ static int object_named(struct dl_phdr_info *info, size_t size, void *arg)
 /* Every row readelf -wF prints for an object (the state at each change, FDE by FDE) against the row the
  * compiled chunk holds there, under rules restated in the probe; the end of every FDE no other starts at
  * must be NONE.  Objects: the probe itself, the C library, the loader, libstdc++ (this test program is C++
- * too) and python3 when installed (10 k FDEs, 66 k rows). */
+ * too) and python3 when installed (10 k FDEs, 66 k rows).  Each read twice: through a mapping of the file,
+ * and through the file itself (lib/cfifile.c's windows), which must give the same rows. */
 START_TEST(unwind_table_rows_match_readelf)
 {
   static const char *const names[] = {"libc.so", "ld-linux", "libstdc++"};
@@ -434,14 +435,25 @@ START_TEST(unwind_table_rows_match_readelf)
   if (python != NULL) snprintf(paths[n++], PATH_MAX, "%s", python);
   free(python);
   for (size_t i = 0; i < n; i++) {
-    probe_opts_t opts = {.watchdog_s = 120};
-    probe_run_t run =
-      probe_run(probe_getenv("MPROF_TEST_CFI_PROBE"), (const char *const[]){paths[i], NULL}, &opts);
-    probe_assert_exit0(&run, paths[i]);
-    ck_assert_msg(probe_value(&run, "rows") > 0 && probe_value(&run, "mismatches") == 0,
-                  "%s: %" PRIu64 " of %" PRIu64 " rows differ from readelf's:\n%s", paths[i],
-                  probe_value(&run, "mismatches"), probe_value(&run, "rows"), run.out);
-    probe_run_free(&run);
+    uint64_t rows = 0;
+    for (int through_file = 0; through_file < 2; through_file++) {
+      const char *env[] = {through_file ? "CFI_PROBE_FILE=1" : "CFI_PROBE_FILE", NULL};
+      probe_opts_t opts = {.env = env, .watchdog_s = 120};
+      probe_run_t run =
+        probe_run(probe_getenv("MPROF_TEST_CFI_PROBE"), (const char *const[]){paths[i], NULL}, &opts);
+      probe_assert_exit0(&run, paths[i]);
+      ck_assert_msg(probe_value(&run, "rows") > 0 && probe_value(&run, "mismatches") == 0,
+                    "%s%s: %" PRIu64 " of %" PRIu64 " rows differ from readelf's:\n%s", paths[i],
+                    through_file ? " (read from the file)" : "", probe_value(&run, "mismatches"),
+                    probe_value(&run, "rows"), run.out);
+      /* The file's reads: at least one a chunk, and (windows reused) under 8 a chunk (about 5 here). */
+      uint64_t chunks = probe_value(&run, "chunks"), preads = probe_value(&run, "preads");
+      ck_assert_msg(through_file ? preads >= chunks && preads < 8 * chunks : preads == 0,
+                    "%s: %" PRIu64 " reads for %" PRIu64 " chunks", paths[i], preads, chunks);
+      if (through_file) ck_assert_uint_eq(probe_value(&run, "rows"), rows);
+      rows = probe_value(&run, "rows");
+      probe_run_free(&run);
+    }
   }
 }
 END_TEST
@@ -461,6 +473,16 @@ static void check_report(const probe_run_t *run, const char *what, uint64_t *sam
   ck_assert_msg(sscanf(strchr(line, ':') + 1, " pid %*d: %llu samples, %llu identical", &s, &i) == 2,
                 "%s: %s", what, line);
   *samples = s, *same = i;
+}
+
+/* The same report's chunks compiled from files and in place. */
+static void check_report_files(const probe_run_t *run, uint64_t *from_files, uint64_t *in_place)
+{
+  const char *line = strstr(run->err, "read from files ");
+  unsigned long long f = 0, p = 0;
+  ck_assert_msg(line != NULL && sscanf(line, "read from files %llu (%*u reads), in place %llu", &f, &p) == 2,
+                "no file counts; stderr:\n%s", run->err);
+  *from_files = f, *in_place = p;
 }
 
 /* A program without frame pointers: the table unwinder walks its frames to main; fp stops in its first
@@ -497,6 +519,29 @@ START_TEST(unwind_table_without_frame_pointers)
 #endif
 }
 END_TEST
+
+#if HAVE_LIBUNWIND
+/* The objects loaded before the library are compiled from their files (no page of theirs mapped for it);
+ * where no file can be opened (no descriptor left once the session runs), in place: either way every stack
+ * is libunwind's. */
+START_TEST(unwind_table_reads_files_else_in_place)
+{
+  for (int no_files = 0; no_files < 2; no_files++) {
+    const char *env[] = {"MIMALLOC_PROF_UNWIND_CHECK=1", no_files ? "TABLE_PROBE_NO_FILES=1" : NULL, NULL};
+    probe_run_t run = run_table_probe("table", env, (const char *const[]){"chain", NULL});
+    probe_assert_exit0(&run, no_files ? "no files" : "files");
+    uint64_t samples, same, from_files, in_place;
+    check_report(&run, "chain", &samples, &same);
+    check_report_files(&run, &from_files, &in_place);
+    ck_assert_msg(samples > 0 && same == samples && (no_files ? in_place > 0 : from_files > 0 && in_place == 0),
+                  "%s: %" PRIu64 " of %" PRIu64 " samples identical, %" PRIu64 " chunks from files, %" PRIu64
+                  " in place:\n%s", no_files ? "no files" : "files", same, samples, from_files, in_place,
+                  run.err);
+    probe_run_free(&run);
+  }
+}
+END_TEST
+#endif
 
 /* A signal interrupts a leaf of the program (on aarch64 its return address is still in the link register)
  * and the handler allocates: the stack goes from the handler through the signal frame to the leaf, its
@@ -590,6 +635,9 @@ Suite *unwind_suite(void)
 #if MPROF_TEST_TABLE
   tcase_add_test(tc, unwind_table_rows_match_readelf);
   tcase_add_test(tc, unwind_table_without_frame_pointers);
+#if HAVE_LIBUNWIND
+  tcase_add_test(tc, unwind_table_reads_files_else_in_place);
+#endif
   tcase_add_test(tc, unwind_table_signal_frames);
   tcase_add_test(tc, unwind_table_thread_stacks_end_at_start);
   tcase_add_test(tc, unwind_table_dlclose_dlopen_same_address);
