@@ -23,6 +23,8 @@
  * the record is whole: any FDE under MPROF_CFI_SLOT - 64 bytes; Debian's largest is 1.5 KiB).  A reader
  * that holds a window while it asks for another (an FDE while its CIE is parsed) costs at most one
  * eviction, of the least recently used window, never the one it holds: so a compile takes 3-6 preads.
+ * A record longer than a window holds, or a read that fails, fails the pager: the compile is done again
+ * in place, so the rows never depend on which way the bytes were read.
  *
  * Async-signal-safe (open, fstat, pread, close; errno kept); no lock, no allocation: the windows are the
  * caller's memory.
@@ -73,7 +75,11 @@ void mprof_cfi_file_close(mprof_cfi_pager_t *pg)
 const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t need, size_t *avail)
 {
   mprof_cfi_pager_t *pg = v->pager;
-  if (at < v->lo || at > v->hi || need > v->hi - at || need > MPROF_CFI_SLOT - 64) return NULL;
+  if (at < v->lo || at > v->hi || need > v->hi - at) return NULL;    /* outside the view: read in place too */
+  if (need > MPROF_CFI_SLOT - 64) {               /* more than a window holds: the compile reads in place */
+    pg->failed = true;
+    return NULL;
+  }
   unsigned victim = 0;
   for (unsigned i = 0; i < MPROF_CFI_SLOTS; i++) {
     size_t in = at - pg->at[i];                   /* wraps above any length when at is below the window */
@@ -91,7 +97,7 @@ const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t n
   uint8_t *w = pg->windows + (size_t)victim * MPROF_CFI_SLOT;
   pg->len[victim] = 0;
   if (pread(pg->fd, w, n, (off_t)(pg->lo_off + (from - v->lo))) != (ssize_t)n) {
-    pg->failed = true;                            /* the file changed or cannot be read: the compile fails */
+    pg->failed = true;                            /* the file changed or cannot be read: in place */
     return NULL;
   }
   pg->preads++;

@@ -11,11 +11,12 @@
  * steps by 8 within each 16-byte entry, and any FDE of a CIE with augmentation 'S' (a sigreturn
  * trampoline) is SIGNAL whatever its rules say.
  *
- * Every byte is read through a view with bounds (unwtab.c decides whether that is the loaded image or a
- * copy): a corrupt or hostile length, offset or LEB128 ends that FDE (its range becomes FALLBACK) and
- * never reads outside the view.  .debug_frame is not read: a loaded image maps only .eh_frame (the
- * section every Debian object has, for C++ exceptions and unwinders alike); .debug_frame lives in the
- * file on disk or in a separate debug file, and reading files from a sample is out of the question.
+ * Every byte is read through a view with bounds (unwtab.c decides whether that is the loaded image, a
+ * copy, or the object's file through cfifile.c's windows): a corrupt or hostile length, offset or LEB128
+ * ends that FDE (its range becomes FALLBACK) and never reads outside the view.  .debug_frame is not read:
+ * every Debian object has .eh_frame (for C++ exceptions and unwinders alike), while .debug_frame is
+ * stripped into a separate debug file, which only a lookup by build ID (a package, debuginfod) finds: no
+ * work for a sample.
  *
  * No allocation, no lock, async-signal-safe: it runs inside a sample, on the sampling thread.  Stack use:
  * the register state and 8 remembered states, about 0.4 KiB.

@@ -7,9 +7,10 @@
  * whenever an object is added or found gone: readers never wait, writers never lock.  Two threads that
  * register the same object at once keep the first published record; the other is freed unseen.
  *
- * Chunks.  An object's range is cut into 1 KiB chunks, each compiled from .eh_frame (ehframe.c) the
- * first time a walk needs a row in it, and published with one compare-and-swap into the record's chunk
- * array: two threads compiling the same chunk both finish, and the loser frees its copy.  So the first
+ * Chunks.  An object's range is cut into 1 KiB chunks, each compiled from .eh_frame (ehframe.c; a
+ * permanent object's read from its file, cfifile.c, else in place) the first time a walk needs a row in
+ * it, and published with one compare-and-swap into the record's chunk array: two threads compiling the
+ * same chunk both finish, and the loser frees its copy.  So the first
  * sample through some code pays for its chunks (a few FDEs each), and memory follows the code samples
  * actually run through, not the size of the program.
  *
@@ -601,6 +602,11 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
   if (view.pager != NULL) {
     count(&stats.file_preads, pg.preads);
     mprof_cfi_file_close(&pg);
+    if (pg.failed) {                              /* the windows could not serve it: in place, whole */
+      view = (mprof_cfi_view_t){(const uint8_t *)view.lo, view.lo, view.hi, NULL};
+      count(&stats.in_place_compiles, 1);
+      ok = mprof_cfi_compile(&view, &o->index, from, span, &rows) && rows.n > 0;
+    }
   }
   for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
     int k = rule_index(dict, &nrules, hash, rows.rule[i]);

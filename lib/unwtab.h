@@ -139,7 +139,7 @@ struct mprof_cfi_pager_s {
   uint32_t  len[MPROF_CFI_SLOTS];     /* its bytes; 0: empty */
   uint32_t  used[MPROF_CFI_SLOTS], clock;   /* when each was last read (least recent: reused first) */
   uint32_t  preads;                   /* how many reads the compile took */
-  bool      failed;                   /* a read failed: what was compiled meanwhile is not to be used */
+  bool      failed;                   /* a read failed, or a record outgrew a window: compile in place */
 };
 
 /* Opens f's file for reading into windows and checks its build ID; false (errno kept) when the file cannot
@@ -147,8 +147,8 @@ struct mprof_cfi_pager_s {
 bool mprof_cfi_file_open(mprof_cfi_pager_t *pg, const mprof_cfi_file_t *f, uint8_t *windows);
 void mprof_cfi_file_close(mprof_cfi_pager_t *pg);
 /* [at, at + need) of a file view, in one window: its first byte, and in *avail how many bytes of the
- * window start there; NULL when that range is outside the view, longer than a window can hold with the
- * record's alignment (MPROF_CFI_SLOT - 64), or unreadable (then pager->failed). */
+ * window start there; NULL when that range is outside the view, or (then pager->failed) longer than a
+ * window holds with a record's alignment (MPROF_CFI_SLOT - 64) or unreadable. */
 const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t need, size_t *avail);
 
 /* ---------------------------------------------------------------------------------------------------
