@@ -3,19 +3,19 @@
  *
  * Why.  A load from a page of a file mapping that is not mapped yet makes the kernel map the pages of the
  * page cache around it too (fault-around: 64 KiB a fault on this kernel; process_vm_readv of 8 bytes made
- * 128 KiB resident), and every one of them counts in the process's resident set.  Compiling a few hundred
- * chunks in place touched the search tables and FDEs of every object a sample passes through: 150-400 KiB
- * of file pages on each benchmark workload.  pread copies the bytes into a window of profiler memory and
- * maps nothing.
+ * 128 KiB resident), and every one of them counts in the process's resident set: compiled in place, the
+ * chunks bench/run.sh's workloads need leave 100-500 KiB more file pages resident than fp does.  pread
+ * copies the bytes into a window of profiler memory and maps nothing.
  *
- * The file.  unwtab.c names it (the program: /proc/self/exe; a library: the absolute name the loader
- * opened it by) and where the call-frame information and the GNU build ID lie in it.  Each compile opens
- * it, checks that the build ID at its place in the file is the one in memory (a package upgrade replaces a
- * file under a running program; /proc/self/exe is the very file mapped), reads, and closes.  A file that
- * is not a regular file, cannot be opened (no such name in a chroot, no descriptor left, a sandbox) or
- * reads otherwise is not used, and the compile reads in place.  The file is only read: its bytes are
- * parsed with ehframe.c's bounds like any other input, and the name is the loader's own, so the caller of
- * a privileged program chooses nothing here.
+ * The file.  unwtab.c names it (the program: /proc/self/exe; a library: the absolute name the loader opened
+ * it by) and where the call-frame information and the GNU build ID lie in it.  Each compile opens it,
+ * checks that the build ID at its place in the file is the one in memory (a package upgrade replaces a file
+ * under a running program; /proc/self/exe is the very file mapped), reads, and closes.  A file that is not
+ * a regular file, cannot be opened (no such name in a chroot, no descriptor left, a sandbox) or reads
+ * otherwise is not used: unwtab.c then reads an object that is never unloaded in place, and leaves
+ * another's chunk to a later walk (or FALLBACK, once its name holds another file).  The file is only read:
+ * its bytes are parsed with ehframe.c's bounds like any other input, and the name is the loader's own, so
+ * the caller of a privileged program chooses nothing here.
  *
  * Windows.  MPROF_CFI_SLOTS windows of MPROF_CFI_SLOT bytes, each filled by one pread and reused least
  * recently used first.  A compile reads its search-table entries (a window aligned to a page, so a binary
@@ -23,8 +23,9 @@
  * the record is whole: any FDE under MPROF_CFI_SLOT - 64 bytes; Debian's largest is 1.5 KiB).  A reader
  * that holds a window while it asks for another (an FDE while its CIE is parsed) costs at most one
  * eviction, of the least recently used window, never the one it holds: so a compile takes 3-6 preads.
- * A record longer than a window holds, or a read that fails, fails the pager: the compile is done again
- * in place, so the rows never depend on which way the bytes were read.
+ * A record longer than a window holds, or a read that fails, is noted in the pager: unwtab.c compiles such
+ * a chunk again in place where that is safe (an object never unloaded), so the rows never depend on which
+ * way the bytes were read.
  *
  * Async-signal-safe (open, fstat, pread, close; errno kept); no lock, no allocation: the windows are the
  * caller's memory.
@@ -55,6 +56,7 @@ bool mprof_cfi_file_open(mprof_cfi_pager_t *pg, const mprof_cfi_file_t *f, uint8
             pread(pg->fd, id, f->id_len, (off_t)f->id_off) == (ssize_t)f->id_len &&
             memcmp(id, f->id, f->id_len) == 0;
   if (!ok) {
+    pg->another = pg->fd >= 0;
     if (pg->fd >= 0) close(pg->fd);
     pg->fd = -1;
     errno = pg->saved_errno;
@@ -76,8 +78,8 @@ const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t n
 {
   mprof_cfi_pager_t *pg = v->pager;
   if (at < v->lo || at > v->hi || need > v->hi - at) return NULL;    /* outside the view: read in place too */
-  if (need > MPROF_CFI_SLOT - 64) {               /* more than a window holds: the compile reads in place */
-    pg->failed = true;
+  if (need > MPROF_CFI_SLOT - 64) {               /* more than a window holds */
+    pg->too_long = true;
     return NULL;
   }
   unsigned victim = 0;
@@ -97,7 +99,7 @@ const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t n
   uint8_t *w = pg->windows + (size_t)victim * MPROF_CFI_SLOT;
   pg->len[victim] = 0;
   if (pread(pg->fd, w, n, (off_t)(pg->lo_off + (from - v->lo))) != (ssize_t)n) {
-    pg->failed = true;                            /* the file changed or cannot be read: in place */
+    pg->failed = true;                            /* the file changed or cannot be read */
     return NULL;
   }
   pg->preads++;

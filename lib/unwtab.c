@@ -18,12 +18,14 @@
  * are permanent.  Any other is checked once per walk that meets it: _dl_find_object must still report the
  * same mapping, link map and .eh_frame_hdr, and the object's build ID must still read the same (one
  * process_vm_readv), else the record is replaced by the object now there (the old one is retired,
- * below).  Its call-frame information is copied into profiler memory when registered (process_vm_readv:
- * an object unloaded meanwhile gives EFAULT, never a fault), so compiling a chunk later never reads the
- * object itself; where process_vm_readv is refused (qemu-user, seccomp) it is read in place, which is
- * only unsafe if a thread unloads an object that a wrong step of the walk led into.  The walk itself
- * reads only the stack, these tables and that build ID.  What a walk can still see is never freed under
- * it:
+ * below).  Compiling a chunk never reads such an object's memory: its call-frame information is read
+ * from its file (cfifile.c; its name copied into the record, the build ID checked at every compile; a file
+ * that cannot be opened now leaves the chunk to a later walk, one that is another file now leaves its
+ * rows FALLBACK), else copied into profiler memory when registered (process_vm_readv: an object unloaded
+ * meanwhile gives EFAULT, never a fault); where process_vm_readv is refused (qemu-user, seccomp) it is
+ * read in place, which is only unsafe if a thread unloads an object that a wrong step of the walk led
+ * into.  The walk itself reads only the stack, these tables and that build ID.  What a walk can still see
+ * is never freed under it:
  *
  * Reclamation (epochs).  A walk counts itself in readers[epoch & 1] for its whole duration.  Retired
  * memory (a replaced objset, a stale object with its chunks and copy; everything at mi_prof_stop) is
@@ -200,6 +202,7 @@ void mprof_unwtab_stats(mprof_unwtab_stats_t *out)
   out->file_compiles = __atomic_load_n(&stats.file_compiles, __ATOMIC_RELAXED);
   out->file_preads = __atomic_load_n(&stats.file_preads, __ATOMIC_RELAXED);
   out->in_place_compiles = __atomic_load_n(&stats.in_place_compiles, __ATOMIC_RELAXED);
+  out->copies = __atomic_load_n(&stats.copies, __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -313,7 +316,28 @@ static const char *object_path(const struct dl_find_object *f)
   return NULL;                                   /* the vDSO, or a name relative to some directory */
 }
 
-/* The file view of a permanent object with a build ID: the file-backed part of the PT_LOAD segment holding
+/* A non-permanent object's name, copied into its record (dst, PATH_COPY bytes) when absolute: the loader's
+ * string goes with the object, maybe while we read it (read_at: a freed page reads as unreadable).  Read
+ * a piece at a time that stays within a page.  NULL: none (the build ID check catches a wrong one). */
+#define PATH_COPY 1024
+static const char *copy_path(const struct dl_find_object *f, char *dst)
+{
+  const char *name;
+  const struct link_map *lm = f->dlfo_link_map;
+  if (lm == NULL || !read_at((uintptr_t)&lm->l_name, &name, sizeof name) || name == NULL) return NULL;
+  for (size_t k = 0; k < PATH_COPY;) {
+    uintptr_t at = (uintptr_t)name + k;
+    size_t n = 4096 - (at & 4095);
+    n = n < 64 ? n : 64;
+    n = n < PATH_COPY - k ? n : PATH_COPY - k;
+    if (!read_at(at, dst + k, n)) return NULL;
+    if (memchr(dst + k, 0, n) != NULL) return dst[0] == '/' ? dst : NULL;
+    k += n;
+  }
+  return NULL;
+}
+
+/* The file view of an object with a build ID: the file-backed part of the PT_LOAD segment holding
  * .eh_frame_hdr, and where it and the build ID lie in the file (cfifile.c).  False: read in place. */
 static bool learn_file(mprof_uobj_t *o, uintptr_t hdr, const char *path)
 {
@@ -342,6 +366,17 @@ static bool learn_file(mprof_uobj_t *o, uintptr_t hdr, const char *path)
   return true;
 }
 
+static bool copy_cfi(mprof_uobj_t *o, uintptr_t hdr);
+
+/* The view of an object whose file is not read: a permanent object in place, another from a copy (in
+ * place where process_vm_readv is refused); false: none. */
+static bool view_without_file(mprof_uobj_t *o, uintptr_t hdr)
+{
+  if (o->permanent || (!copy_cfi(o, hdr) && mprof_unwind_foreign_refused()))
+    o->view = (mprof_cfi_view_t){(const uint8_t *)o->start, o->start, o->start + o->span, NULL};
+  return o->view.hi != 0;
+}
+
 /* .eh_frame_hdr through v, its search table inside v. */
 static bool index_in(const mprof_cfi_view_t *v, uintptr_t hdr, mprof_cfi_index_t *ix)
 {
@@ -366,7 +401,8 @@ static bool read_index(mprof_uobj_t *o, uintptr_t hdr)
     if (tmp != NULL) mprof_pmem_give_kept(tmp);
     if (ok) return true;
     o->file.path = NULL;
-    o->view = (mprof_cfi_view_t){(const uint8_t *)o->start, o->start, o->start + o->span, NULL};
+    o->view = (mprof_cfi_view_t){0};
+    if (!view_without_file(o, hdr)) return false;
   }
   return index_in(&o->view, hdr, &o->index);
 }
@@ -430,6 +466,7 @@ static bool copy_cfi(mprof_uobj_t *o, uintptr_t hdr)
   }
   o->copy = copy;
   o->copy_bytes = hi - lo;
+  count(&stats.copies, 1);
   o->view = (mprof_cfi_view_t){copy, lo, hi, NULL};
   return true;
 }
@@ -439,7 +476,9 @@ static mprof_uobj_t *make_object(const struct dl_find_object *f)
 {
   uintptr_t start = (uintptr_t)f->dlfo_map_start, span = (uintptr_t)f->dlfo_map_end - start;
   size_t nchunks = (span + ((size_t)1 << MPROF_TAB_CHUNK_SHIFT) - 1) >> MPROF_TAB_CHUNK_SHIFT;
-  size_t bytes = sizeof(mprof_uobj_t) + nchunks * sizeof(mprof_tabchunk_t *);
+  size_t name_at = sizeof(mprof_uobj_t) + nchunks * sizeof(mprof_tabchunk_t *);
+  bool permanent = is_initial(start);
+  size_t bytes = name_at + (permanent ? 0 : PATH_COPY);
   if (span == 0 || nchunks > UINT32_MAX) return NULL;
   mprof_uobj_t *o = mprof_pmem_map_stacks(bytes);
   if (o == NULL) return NULL;
@@ -449,15 +488,14 @@ static mprof_uobj_t *make_object(const struct dl_find_object *f)
   o->span = span;
   o->link_map = f->dlfo_link_map;
   o->eh_frame = f->dlfo_eh_frame;
-  o->permanent = is_initial(start);
+  o->permanent = permanent;
   o->nchunks = (uint32_t)nchunks;
   uintptr_t hdr = (uintptr_t)f->dlfo_eh_frame;
   bool has_cfi = hdr != 0 && hdr - start < span;
-  if (has_cfi || !o->permanent) learn_identity(o, hdr);
-  bool in_place = o->permanent && !(has_cfi && learn_file(o, hdr, object_path(f)));
-  if (has_cfi && !o->permanent && !copy_cfi(o, hdr)) in_place = mprof_unwind_foreign_refused();
-  if (has_cfi && in_place) o->view = (mprof_cfi_view_t){(const uint8_t *)start, start, start + span, NULL};
-  if (o->view.hi != 0 && !read_index(o, hdr)) o->index.fde_count = 0;
+  if (has_cfi || !permanent) learn_identity(o, hdr);
+  const char *path = permanent ? object_path(f) : copy_path(f, (char *)o + name_at);
+  bool viewed = has_cfi && (learn_file(o, hdr, path) || view_without_file(o, hdr));
+  if (viewed && !read_index(o, hdr)) o->index.fde_count = 0;
   count(&stats.objects, 1);
   return o;
 }
@@ -570,16 +608,23 @@ _Static_assert(CHUNK_SPAN * (sizeof(uint64_t) + sizeof(uint32_t)) + DICT_SLOTS /
                    DICT_SLOTS * sizeof(uint16_t) <= WINDOWS_AT,
                "a compile's scratch and windows fit pmem.c's kept temporary");
 
-/* The view a compile of o reads: a file view with its file open in pg, else o's bytes in place (a
- * permanent object's file that cannot be read now). */
-static mprof_cfi_view_t compile_view(const mprof_uobj_t *o, mprof_cfi_pager_t *pg, uint8_t *windows)
+#define MPROF_TAB_RETRY ((mprof_tabchunk_t *)3)   /* not compiled now, nor published: a later walk retries */
+
+/* The view a compile of o reads: a file view with its file open in pg, else a permanent object's bytes in
+ * place.  A non-permanent object's file that cannot be opened now leaves no view (hi 0: retried later); one
+ * that is another file now leaves none for good (its chunks FALLBACK). */
+static mprof_cfi_view_t compile_view(mprof_uobj_t *o, mprof_cfi_pager_t *pg, uint8_t *windows)
 {
   mprof_cfi_view_t v = o->view;
-  if (v.mem == NULL && mprof_cfi_file_open(pg, &o->file, windows)) {
-    v.pager = pg;
-    count(&stats.file_compiles, 1);
-    return v;
+  if (v.mem == NULL && !__atomic_load_n(&o->file_gone, __ATOMIC_RELAXED)) {
+    if (mprof_cfi_file_open(pg, &o->file, windows)) {
+      v.pager = pg;
+      count(&stats.file_compiles, 1);
+      return v;
+    }
+    if (pg->another && !o->permanent) __atomic_store_n(&o->file_gone, 1, __ATOMIC_RELAXED);
   }
+  if (v.mem == NULL && !o->permanent) return (mprof_cfi_view_t){0};
   if (v.mem == NULL) v.mem = (const uint8_t *)v.lo;
   if (o->permanent) count(&stats.in_place_compiles, 1);
   return v;
@@ -597,16 +642,18 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
   uint16_t *hash = (uint16_t *)(rows.start + CHUNK_SPAN);
   mprof_tabchunk_t *ch = MPROF_TAB_FAILED;
   mprof_cfi_pager_t pg;
-  mprof_cfi_view_t view = compile_view(o, &pg, (uint8_t *)tmp + WINDOWS_AT);
-  bool ok = mprof_cfi_compile(&view, &o->index, from, span, &rows) && rows.n > 0;
+  mprof_cfi_view_t view = compile_view((mprof_uobj_t *)o, &pg, (uint8_t *)tmp + WINDOWS_AT);
+  bool ok = view.hi != 0 && mprof_cfi_compile(&view, &o->index, from, span, &rows) && rows.n > 0;
+  bool retry = view.hi == 0 && !__atomic_load_n(&o->file_gone, __ATOMIC_RELAXED);
   if (view.pager != NULL) {
     count(&stats.file_preads, pg.preads);
     mprof_cfi_file_close(&pg);
-    if (pg.failed) {                              /* the windows could not serve it: in place, whole */
+    if (o->permanent && (pg.failed || pg.too_long)) {    /* what the windows could not serve: in place */
       view = (mprof_cfi_view_t){(const uint8_t *)view.lo, view.lo, view.hi, NULL};
       count(&stats.in_place_compiles, 1);
       ok = mprof_cfi_compile(&view, &o->index, from, span, &rows) && rows.n > 0;
     }
+    retry = !o->permanent && pg.failed;
   }
   for (size_t i = 0; ok && i < rows.n; i++) {    /* rule[i] becomes its index in dict */
     int k = rule_index(dict, &nrules, hash, rows.rule[i]);
@@ -647,13 +694,14 @@ static mprof_tabchunk_t *compile(const mprof_uobj_t *o, size_t index)
   }
   mprof_pmem_give_kept(tmp);
   if (ch == MPROF_TAB_FAILED) count(&stats.chunk_failures, 1);
-  return ch;
+  return ch == MPROF_TAB_FAILED && retry ? MPROF_TAB_RETRY : ch;
 }
 
 const mprof_tabchunk_t *mprof_unwtab_chunk_slow(const mprof_uobj_t *obj, size_t index)
 {
   mprof_uobj_t *o = (mprof_uobj_t *)obj;
   mprof_tabchunk_t *ch = o->index.fde_count == 0 ? MPROF_TAB_EMPTY : compile(o, index);
+  if (ch == MPROF_TAB_RETRY) return MPROF_TAB_FAILED;    /* for this walk only */
   mprof_tabchunk_t *expected = NULL;
   if (__atomic_compare_exchange_n(&o->chunk[index], &expected, ch, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
     return ch;

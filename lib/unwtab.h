@@ -139,16 +139,18 @@ struct mprof_cfi_pager_s {
   uint32_t  len[MPROF_CFI_SLOTS];     /* its bytes; 0: empty */
   uint32_t  used[MPROF_CFI_SLOTS], clock;   /* when each was last read (least recent: reused first) */
   uint32_t  preads;                   /* how many reads the compile took */
-  bool      failed;                   /* a read failed, or a record outgrew a window: compile in place */
+  bool      failed;                   /* a read failed: what was compiled is not to be used */
+  bool      too_long;                 /* a record outgrew a window: its FDE's rows are FALLBACK */
+  bool      another;                  /* open: the name holds another file (not regular, or its build ID) */
 };
 
 /* Opens f's file for reading into windows and checks its build ID; false (errno kept) when the file cannot
- * be read or is another one: then the compile reads in place. */
+ * be opened, or (pg->another) is not the object's. */
 bool mprof_cfi_file_open(mprof_cfi_pager_t *pg, const mprof_cfi_file_t *f, uint8_t *windows);
 void mprof_cfi_file_close(mprof_cfi_pager_t *pg);
 /* [at, at + need) of a file view, in one window: its first byte, and in *avail how many bytes of the
- * window start there; NULL when that range is outside the view, or (then pager->failed) longer than a
- * window holds with a record's alignment (MPROF_CFI_SLOT - 64) or unreadable. */
+ * window start there; NULL when that range is outside the view, longer than a window holds with a record's
+ * alignment (MPROF_CFI_SLOT - 64: pager->too_long) or unreadable (pager->failed). */
 const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t need, size_t *avail);
 
 /* ---------------------------------------------------------------------------------------------------
@@ -194,7 +196,8 @@ struct mprof_uobj_s {
   uint8_t        id[32];                          /* its build ID, else the start of .eh_frame_hdr */
   bool           permanent;                       /* loaded before the library: never unloaded */
   mprof_cfi_view_t  view;                         /* where its call-frame information is read */
-  mprof_cfi_file_t  file;                         /* mem NULL: from here, else in place (permanent) */
+  mprof_cfi_file_t  file;                         /* view.mem NULL: read from here */
+  int            file_gone;                       /* atomic: the file is another now (non-permanent) */
   mprof_cfi_index_t index;                        /* fde_count 0: none (every row NONE) */
   void          *copy;                            /* profiler memory holding view's bytes, or NULL */
   size_t         copy_bytes;
@@ -272,6 +275,7 @@ typedef struct mprof_unwtab_stats_s {
   uint64_t stale;                                 /* objects found replaced (dlclose, dlopen) */
   uint64_t file_compiles, file_preads;            /* chunks compiled from files (cfifile.c), their reads */
   uint64_t in_place_compiles;                     /* chunks of permanent objects read in place */
+  uint64_t copies;                                /* objects whose call-frame information was copied */
 } mprof_unwtab_stats_t;
 void mprof_unwtab_stats(mprof_unwtab_stats_t *out);
 

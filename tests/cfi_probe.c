@@ -114,7 +114,7 @@ static const mprof_rowbuf_t *chunk_at(uintptr_t from)
     preads += pg.preads;
     mprof_cfi_file_close(&pg);
     view.mem = image;                /* in place, once the windows could not serve it (lib/unwtab.c) */
-    if (pg.failed) ok = mprof_cfi_compile(&view, &ix, from, cap, &c->rows), redone++;
+    if (pg.failed || pg.too_long) ok = mprof_cfi_compile(&view, &ix, from, cap, &c->rows), redone++;
     view.mem = NULL;
   }
   if (!ok) die("a chunk overflowed");

@@ -485,14 +485,16 @@ static void check_report(const probe_run_t *run, const char *what, uint64_t *sam
   *samples = s, *same = i;
 }
 
-/* The same report's chunks compiled from files and in place. */
-static void check_report_files(const probe_run_t *run, uint64_t *from_files, uint64_t *in_place)
+/* The same report's chunks compiled from files and in place, and the objects copied instead. */
+__attribute__((unused)) static void check_report_files(const probe_run_t *run, uint64_t *from_files,
+                                                       uint64_t *in_place, uint64_t *copied)
 {
   const char *line = strstr(run->err, "read from files ");
-  unsigned long long f = 0, p = 0;
-  ck_assert_msg(line != NULL && sscanf(line, "read from files %llu (%*u reads), in place %llu", &f, &p) == 2,
+  unsigned long long f = 0, p = 0, c = 0;
+  ck_assert_msg(line != NULL && sscanf(line, "read from files %llu (%*u reads), in place %llu, "
+                                       "objects copied %llu", &f, &p, &c) == 3,
                 "no file counts; stderr:\n%s", run->err);
-  *from_files = f, *in_place = p;
+  *from_files = f, *in_place = p, *copied = c;
 }
 
 /* A program without frame pointers: the table unwinder walks its frames to main; fp stops in its first
@@ -540,9 +542,9 @@ START_TEST(unwind_table_reads_files_else_in_place)
     const char *env[] = {"MIMALLOC_PROF_UNWIND_CHECK=1", no_files ? "TABLE_PROBE_NO_FILES=1" : NULL, NULL};
     probe_run_t run = run_table_probe("table", env, (const char *const[]){"chain", NULL});
     probe_assert_exit0(&run, no_files ? "no files" : "files");
-    uint64_t samples, same, from_files, in_place;
+    uint64_t samples, same, from_files, in_place, copied;
     check_report(&run, "chain", &samples, &same);
-    check_report_files(&run, &from_files, &in_place);
+    check_report_files(&run, &from_files, &in_place, &copied);
     bool as_asked = no_files ? in_place > 0 : from_files > 0 && in_place == 0;
     ck_assert_msg(samples > 0 && same == samples && as_asked,
                   "%s: %" PRIu64 " of %" PRIu64 " samples identical, %" PRIu64 " chunks from files, %" PRIu64
@@ -597,6 +599,20 @@ START_TEST(unwind_table_dlclose_dlopen_same_address)
   ck_assert_msg(probe_value(&run, "dlmix_good") == 200 && probe_value(&run, "dlmix_bad") == 0, "stdout:\n%s",
                 run.out);
   probe_run_free(&run);
+#if HAVE_LIBUNWIND
+  /* The modules (loaded by absolute name, with build IDs) are read from their files, never copied: every
+   * stack libunwind's. */
+  run = run_table_probe("table", (const char *const[]){"MIMALLOC_PROF_UNWIND_CHECK=1", NULL},
+                        (const char *const[]){"dlmix", mix1, mix2, "20", NULL});
+  probe_assert_exit0(&run, "dlmix, checked");
+  uint64_t samples, same, from_files, in_place, copied;
+  check_report(&run, "dlmix", &samples, &same);
+  check_report_files(&run, &from_files, &in_place, &copied);
+  ck_assert_msg(samples > 0 && same == samples && from_files > 0 && copied == 0,
+                "%" PRIu64 " of %" PRIu64 " samples identical, %" PRIu64 " chunks from files, %" PRIu64
+                " objects copied:\n%s", same, samples, from_files, copied, run.err);
+  probe_run_free(&run);
+#endif
 }
 END_TEST
 
