@@ -74,7 +74,7 @@ void mprof_cfi_file_close(mprof_cfi_pager_t *pg)
   errno = pg->saved_errno;
 }
 
-const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t need, size_t *avail)
+const uint8_t *mprof_cfi_fetch_slow(const mprof_cfi_view_t *v, uintptr_t at, size_t need, size_t *avail)
 {
   mprof_cfi_pager_t *pg = v->pager;
   if (at < v->lo || at > v->hi || need > v->hi - at) return NULL;    /* outside the view: read in place too */
@@ -87,6 +87,7 @@ const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t n
     size_t in = at - pg->at[i];                   /* wraps above any length when at is below the window */
     if (pg->len[i] != 0 && in <= pg->len[i] && need <= pg->len[i] - in) {
       pg->used[i] = ++pg->clock;
+      pg->prev = pg->last, pg->last = i;
       *avail = pg->len[i] - in;
       return pg->windows + (size_t)i * MPROF_CFI_SLOT + in;
     }
@@ -106,6 +107,7 @@ const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t n
   pg->at[victim] = from;
   pg->len[victim] = (uint32_t)n;
   pg->used[victim] = ++pg->clock;
+  pg->prev = pg->last, pg->last = victim;
   *avail = n - (at - from);
   return w + (at - from);
 }

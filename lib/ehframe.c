@@ -49,32 +49,35 @@ typedef struct rd_s {
 
 static const uint8_t nothing[1];
 
-/* [at, end) of the view.  A file view holds at most a window: from `at` on, all of [at, end) when that is
- * a record's body (short), else what the window has (rd_record asks for the rest of a record). */
-static bool rd_open(rd_t *r, const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end)
+/* A file view's bytes from `at`: all of [at, end) when that is a record's body (short), else what the
+ * window has (rd_record asks for the rest of a record); *stop: where they end.  NULL: unreadable.  Apart
+ * from rd_open, so that a reader's fields stay in registers. */
+static MPROF_NOINLINE const uint8_t *file_bytes(const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end,
+                                                const uint8_t **stop)
 {
+  size_t avail, need = end - at <= MPROF_CFI_SLOT - 64 ? end - at : 32;
+  const uint8_t *p = mprof_cfi_fetch(v, at, need, &avail);
+  if (p != NULL) *stop = p + (avail < end - at ? avail : end - at);
+  return p;
+}
+
+/* [at, end) of the view (of a file view, as much as file_bytes gives). */
+static inline bool rd_open(rd_t *r, const mprof_cfi_view_t *v, uintptr_t at, uintptr_t end)
+{
+  const uint8_t *p = nothing, *stop = nothing;
   r->v = v;
   r->bad = at < v->lo || end > v->hi || at > end;
-  if (!r->bad && v->mem == NULL) {
-    size_t avail, need = end - at <= MPROF_CFI_SLOT - 64 ? end - at : 32;
-    const uint8_t *p = mprof_cfi_fetch(v, at, need, &avail);
-    if (p != NULL) {
-      r->p = p;
-      r->end = p + (avail < end - at ? avail : end - at);
-      r->delta = at - (uintptr_t)p;
-      return true;
-    }
+  if (!r->bad && v->mem != NULL) {
+    p = v->mem + (at - v->lo);
+    stop = v->mem + (end - v->lo);
+  } else if (!r->bad && (p = file_bytes(v, at, end, &stop)) == NULL) {
+    p = stop = nothing;
     r->bad = true;
   }
-  if (r->bad || v->mem == NULL) {
-    r->p = r->end = nothing;
-    r->delta = v->lo - (uintptr_t)nothing;
-    return false;
-  }
-  r->p = v->mem + (at - v->lo);
-  r->end = v->mem + (end - v->lo);
-  r->delta = v->lo - (uintptr_t)v->mem;
-  return true;
+  r->p = p;
+  r->end = stop;
+  r->delta = r->bad ? v->lo - (uintptr_t)nothing : at - (uintptr_t)p;
+  return !r->bad;
 }
 
 static inline uintptr_t rd_addr(const rd_t *r) { return (uintptr_t)r->p + r->delta; }
@@ -204,25 +207,26 @@ bool mprof_cfi_index(const mprof_cfi_view_t *v, uintptr_t hdr, mprof_cfi_index_t
   return true;
 }
 
-/* A search-table field (the caller checked the table lies in the view): the header's address plus the
- * 4-byte offset at `at`; the header's own when a file view cannot read it (the compile then fails). */
-static uintptr_t table_field(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, uintptr_t at)
+/* Search-table entry i (the caller checked the table lies in the view): its initial location and its
+ * FDE's address, each the header's address plus a 4-byte offset; the header's own when a file view cannot
+ * read it (the compile then fails). */
+static inline void table_entry(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, size_t i,
+                               uintptr_t *loc, uintptr_t *fde)
 {
-  int32_t rel = 0;
+  int32_t rel[2] = {0, 0};
   size_t avail;
-  const uint8_t *p = v->mem != NULL ? v->mem + (at - v->lo) : mprof_cfi_fetch(v, at, 4, &avail);
-  if (p != NULL) memcpy(&rel, p, 4);
-  return ix->hdr + (uintptr_t)(intptr_t)rel;
+  uintptr_t at = ix->table + 8 * i;
+  const uint8_t *p = v->mem != NULL ? v->mem + (at - v->lo) : mprof_cfi_fetch(v, at, 8, &avail);
+  if (p != NULL) memcpy(rel, p, 8);
+  *loc = ix->hdr + (uintptr_t)(intptr_t)rel[0];
+  *fde = ix->hdr + (uintptr_t)(intptr_t)rel[1];
 }
 
 static uintptr_t table_loc(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, size_t i)
 {
-  return table_field(v, ix, ix->table + 8 * i);
-}
-
-static uintptr_t table_fde(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, size_t i)
-{
-  return table_field(v, ix, ix->table + 8 * i + 4);
+  uintptr_t loc, fde;
+  table_entry(v, ix, i, &loc, &fde);
+  return loc;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -659,10 +663,11 @@ bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, u
   if (!push_row(out, 0, MPROF_ROW_NONE)) return false;
   cie_t cie = {0};
   for (size_t i = first_entry(v, ix, from); i < ix->fde_count && !e.full; i++) {
-    uintptr_t loc = table_loc(v, ix, i);
+    uintptr_t loc, fde;
+    table_entry(v, ix, i, &loc, &fde);
     if (loc >= e.to) break;
     fde_t f;
-    if (!parse_fde(v, table_fde(v, ix, i), &cie, &f)) {
+    if (!parse_fde(v, fde, &cie, &f)) {
       /* Unreadable: its range (as far as the next entry) is left to another unwinder. */
       uintptr_t next = i + 1 < ix->fde_count ? table_loc(v, ix, i + 1) : loc + 1;
       emit(&e, loc, next, MPROF_ROW_FALLBACK);

@@ -138,6 +138,7 @@ struct mprof_cfi_pager_s {
   uintptr_t at[MPROF_CFI_SLOTS];      /* each window's first address */
   uint32_t  len[MPROF_CFI_SLOTS];     /* its bytes; 0: empty */
   uint32_t  used[MPROF_CFI_SLOTS], clock;   /* when each was last read (least recent: reused first) */
+  uint32_t  last, prev;               /* the windows read last and before (their used[] the newest) */
   uint32_t  preads;                   /* how many reads the compile took */
   bool      failed;                   /* a read failed: what was compiled is not to be used */
   bool      too_long;                 /* a record outgrew a window: its FDE's rows are FALLBACK */
@@ -151,7 +152,23 @@ void mprof_cfi_file_close(mprof_cfi_pager_t *pg);
 /* [at, at + need) of a file view, in one window: its first byte, and in *avail how many bytes of the
  * window start there; NULL when that range is outside the view, longer than a window holds with a record's
  * alignment (MPROF_CFI_SLOT - 64: pager->too_long) or unreadable (pager->failed). */
-const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t need, size_t *avail);
+const uint8_t *mprof_cfi_fetch_slow(const mprof_cfi_view_t *v, uintptr_t at, size_t need, size_t *avail);
+static inline const uint8_t *mprof_cfi_fetch(const mprof_cfi_view_t *v, uintptr_t at, size_t need,
+                                             size_t *avail)
+{
+  mprof_cfi_pager_t *pg = v->pager;              /* most reads are in the window read last, or the one
+                                                  * before (a search-table entry, its FDE, the next) */
+  for (int k = 0; k < 2; k++) {
+    uint32_t i = k == 0 ? pg->last : pg->prev, len = pg->len[i];
+    size_t in = at - pg->at[i];                   /* wraps above len when at is below the window */
+    if (mprof_likely(in <= len && need <= len - in)) {
+      if (k == 1) pg->prev = pg->last, pg->last = i, pg->used[i] = ++pg->clock;   /* LRU order kept */
+      *avail = len - in;
+      return pg->windows + (size_t)i * MPROF_CFI_SLOT + in;
+    }
+  }
+  return mprof_cfi_fetch_slow(v, at, need, avail);
+}
 
 /* ---------------------------------------------------------------------------------------------------
    unwtab.c: per-object tables, compiled a chunk of text at a time
