@@ -468,9 +468,10 @@ __attribute__((destructor)) MPROF_LOAD_TEXT static void check_report(void)
   say("mimalloc-prof: unwind check: walks ended: done %" PRIu64 ", no-cfi %" PRIu64 ", fallback %" PRIu64
       " (libgcc took %" PRIu64 "), unreadable %" PRIu64 "; tables: %" PRIu64 " objects, %" PRIu64 " chunks, %"
       PRIu64 " rows, %" PRIu64 " bytes, %" PRIu64 " failed, %" PRIu64 " stale; read from files %" PRIu64
-      " (%" PRIu64 " reads), in place %" PRIu64 ", objects copied %" PRIu64 "\n",
+      " (%" PRIu64 " reads), in place %" PRIu64 ", objects copied %" PRIu64 ", object reads %" PRIu64 "\n",
       ends[0], ends[1], ends[2], handed_over, ends[3], st.objects, st.chunks, st.rows, st.chunk_bytes,
-      st.chunk_failures, st.stale, st.file_compiles, st.file_preads, st.in_place_compiles, st.copies);
+      st.chunk_failures, st.stale, st.file_compiles, st.file_preads, st.in_place_compiles, st.copies,
+      st.object_reads);
   for (unsigned k = 0; k < n_stops && k < STOPS_KEPT; k++) {
     say("mimalloc-prof: unwind check: a walk ended (%s) at:\n", end_name[stop_end[k]]);
     say_frame("stopped  ", 0, stops[k]);

@@ -293,6 +293,7 @@ typedef struct mprof_unwtab_stats_s {
   uint64_t file_compiles, file_preads;            /* chunks compiled from files (cfifile.c), their reads */
   uint64_t in_place_compiles;                     /* chunks of permanent objects read in place */
   uint64_t copies;                                /* objects whose call-frame information was copied */
+  uint64_t object_reads;                          /* process_vm_readv calls on objects' memory */
 } mprof_unwtab_stats_t;
 void mprof_unwtab_stats(mprof_unwtab_stats_t *out);
 
