@@ -74,6 +74,7 @@ static bool start(size_t sample_rate, uint64_t seed, bool prime, mprof_discarded
     api_leave(countdown);
     return mprof_fail(ENOMEM);
   }
+  mprof_pmem_begin();
   session_id++;
   mprof_sampler_session_begin();
   mprof_record_begin((session_id << 1) | 1, gone);   /* what a stopped session kept goes: fresh counters

@@ -28,14 +28,29 @@
  * the tables hold; a mapping that would go over the budget first unmaps it, so a dump still finds its
  * reserve; mi_prof_stop unmaps it.
  *
- * No lock: atomic counters, each changed with compare-and-swap, so any lock may be held while mapping.
- * `committed` is reserved before `mapped`, and released after it; `stacks` before both.
+ * The region.  A mapping of up to 64 pages comes from one range of address space reserved when the first
+ * session starts (8 MiB, nothing resident until used), a bit per page marking what is taken; a larger
+ * one, or one the region cannot hold, is an mmap of its own.  Why: an mmap takes the address space's lock
+ * for writing, and so does the first write to a fresh anonymous mapping (the kernel makes its reverse map
+ * under that lock; a fault in a mapping that has one takes only the mapping's own lock).  mimalloc's mmap
+ * and mprotect hold that lock while a program's threads start, and a sampling thread that waits for it
+ * sleeps, handing its CPU to a thread that fills its heap meanwhile (bench/mstress_like,
+ * doc/performance.md).  The region is written once when it is reserved, by the thread that starts the
+ * session, so no later fault in it waits for the address space: taking pages is a compare-and-swap on a
+ * word of the bitmap, giving them back an madvise(MADV_DONTNEED) (which leaves them demand-zero, as a
+ * fresh mapping's) before their bits are cleared.  Only where pages are 4 KiB, and not under an
+ * address-space limit (RLIMIT_AS), which counts the region's unused pages too: they are the program's.
+ *
+ * No lock: atomic counters and bitmap words, each changed with compare-and-swap, so any lock may be held
+ * while mapping.  `committed` is reserved before `mapped`, and released after it; `stacks` before both.
  */
 #include "pmem.h"
 #include "internal.h"
 #include "options.h"
 
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 static size_t pmem_mapped;          /* bytes mapped now, tables and temporaries (atomic) */
 static size_t pmem_committed;       /* tables mapped + the dump reserve of the stacks they hold (atomic) */
@@ -45,7 +60,72 @@ static size_t pmem_temp_peak;       /* the most pmem_temp has been (atomic; test
 static __thread size_t temp_mine __attribute__((tls_model("initial-exec")));   /* this thread's temporaries */
 static void    *pmem_kept;          /* a temporary of MPROF_PMEM_KEPT_BYTES not in use, or NULL (atomic) */
 
+#define REGION_PAGES 2048           /* 8 MiB of address space */
+#define REGION_WORDS (REGION_PAGES / 64)
+static char    *region;             /* atomic: the region, NULL until a session starts (or none) */
+static uint64_t region_used[REGION_WORDS];   /* atomic: a bit per page, set while it is mapped */
+static unsigned region_hint;        /* atomic: the word a run was last taken from */
+
 static size_t page_round(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; }
+
+/* The bits of a run of n pages (1 <= n <= 64) at bit 0. */
+static uint64_t run_bits(size_t n) { return n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1; }
+
+/* `bytes` (page-rounded) from the region; NULL when it has no free run that long within one word. */
+static void *region_take(size_t bytes)
+{
+  char *base = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
+  size_t n = bytes / 4096;
+  if (base == NULL || n > 64) return NULL;
+  uint64_t run = run_bits(n);
+  unsigned first = __atomic_load_n(&region_hint, __ATOMIC_RELAXED);
+  for (unsigned k = 0; k < REGION_WORDS; k++) {
+    unsigned w = (first + k) % REGION_WORDS;
+    uint64_t v = __atomic_load_n(&region_used[w], __ATOMIC_RELAXED);
+    for (unsigned at = 0; at + n <= 64;) {
+      uint64_t busy = (v >> at) & run;
+      if (busy != 0) {
+        at += 64 - (unsigned)__builtin_clzll(busy);  /* past the last page taken in the window */
+        continue;
+      }
+      if (__atomic_compare_exchange_n(&region_used[w], &v, v | run << at, false, __ATOMIC_ACQUIRE,
+                                      __ATOMIC_RELAXED)) {
+        __atomic_store_n(&region_hint, w, __ATOMIC_RELAXED);
+        return base + ((size_t)w * 64 + at) * 4096;
+      }
+      at = 0;                                        /* v changed: look at the word again */
+    }
+  }
+  return NULL;
+}
+
+/* Gives p back to the region if it lies there; false when it does not. */
+static bool region_give(void *p, size_t bytes)
+{
+  char *base = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
+  size_t off = (size_t)((char *)p - base);
+  if (base == NULL || off >= (size_t)REGION_PAGES * 4096) return false;
+  size_t page = off / 4096;
+  /* Its pages zero again, as a fresh mapping's; if that fails they stay taken (never handed out dirty). */
+  if (madvise(p, bytes, MADV_DONTNEED) == 0)
+    __atomic_fetch_and(&region_used[page / 64], ~(run_bits(bytes / 4096) << (page % 64)), __ATOMIC_RELEASE);
+  return true;
+}
+
+void mprof_pmem_begin(void)
+{
+  struct rlimit as;
+  if (__atomic_load_n(&region, __ATOMIC_ACQUIRE) != NULL || getauxval(AT_PAGESZ) != 4096 ||
+      getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur != RLIM_INFINITY)
+    return;
+  size_t bytes = (size_t)REGION_PAGES * 4096;
+  char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return;
+  __atomic_store_n(p, 0, __ATOMIC_RELAXED);         /* its reverse map made now: see above */
+  char *none = NULL;
+  if (!__atomic_compare_exchange_n(&region, &none, p, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+    munmap(p, bytes);
+}
 
 static size_t budget(void) { return (size_t)mprof_option(MPROF_OPT_MAX_BYTES); }
 
@@ -62,7 +142,7 @@ static bool charge(size_t *counter, size_t bytes, size_t limit)
 
 static void unmap_charged(void *p, size_t bytes)
 {
-  munmap(p, bytes);
+  if (!region_give(p, bytes)) munmap(p, bytes);
   __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
 }
 
@@ -79,7 +159,8 @@ static void *map_charged(size_t bytes)
 {
   if (!charge(&pmem_mapped, bytes, budget()) && !(drop_kept() && charge(&pmem_mapped, bytes, budget())))
     return NULL;
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p = region_take(bytes);
+  if (p == NULL) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mprof_unlikely(p == MAP_FAILED)) {
     __atomic_fetch_sub(&pmem_mapped, bytes, __ATOMIC_RELAXED);
     return NULL;
@@ -102,6 +183,11 @@ void mprof_pmem_unmap(void *p, size_t bytes)
   bytes = page_round(bytes);
   unmap_charged(p, bytes);
   mprof_pmem_unreserve(bytes);
+}
+
+void mprof_pmem_discard(void *p, size_t bytes)
+{
+  if (p != NULL) madvise(p, page_round(bytes), MADV_DONTNEED);
 }
 
 /* The budget less what one dump needs whatever the tables hold: what the tables may commit. */

@@ -35,6 +35,9 @@
 #define MPROF_DUMP_LIFETIMES_BYTES (MI_PROF_DROP_REASONS * 65 /* MPROF_LIFETIME_BUCKETS */ * \
                                     MPROF_DUMP_STACK_BYTES)
 
+/* At a session's start: reserves the region small mappings come from (pmem.c), once; without it they are
+ * mmaps of their own. */
+void   mprof_pmem_begin(void);
 void  *mprof_pmem_map(size_t bytes);           /* tables; NULL when over budget or mmap fails */
 void   mprof_pmem_unmap(void *p, size_t bytes);
 bool   mprof_pmem_reserve(size_t bytes);       /* keeps bytes free for dumps (a stack added); false: budget */
@@ -43,6 +46,8 @@ void   mprof_pmem_unreserve(size_t bytes);
  * the tables may commit). */
 void  *mprof_pmem_map_stacks(size_t bytes);
 void   mprof_pmem_unmap_stacks(void *p, size_t bytes);
+/* Gives back the pages of a mapping that stays mapped (and counted) until unmapped: it reads as zeros. */
+void   mprof_pmem_discard(void *p, size_t bytes);
 bool   mprof_pmem_reserve_stacks(size_t bytes);
 void   mprof_pmem_unreserve_stacks(size_t bytes);
 void  *mprof_pmem_map_temp(size_t bytes);      /* a dump's or a visit's temporaries */
