@@ -280,6 +280,7 @@ static void postfork_parent(void)
 
 static void postfork_child(void)
 {
+  mprof_stacks_postfork_child();
   if (mprof_sampler_postfork_child()) fork_countdown = 0;   /* the next allocation draws afresh */
   if (fork_with_locks) {
     pthread_mutex_init(&api_lock, NULL);

@@ -12,6 +12,16 @@
  * pmem.h derives the amount), so the table never takes what a dump needs; an entry that cannot is dropped
  * for memory too.
  *
+ * Lookups without the lock.  A sample whose set is in the table already (nearly every sample, once a
+ * program's stacks are known) finds it without the shard's lock: the threads of a program that allocate
+ * through one stack share its shard, and a holder preempted on a machine with fewer cores than threads
+ * made the others wait and sleep (bench/mstress_like: 8 threads on 2 cores; a sleep hands the CPU to a
+ * thread that fills its heap, doc/performance.md).  Entries never move, and an entry's number is stored in
+ * the index (release) only after the entry is written; a lookup counts itself in the shard's `readers`
+ * and reads the index only while the shard's session is its own.  So the table is released only after
+ * the session word changed and `readers` came to zero, and an index replaced by a larger one stays mapped
+ * until then, its pages given back (a lookup that still reads it finds nothing, and takes the lock).
+ *
  * Label sets are bounded per stack: after MPROF_LABEL_SETS of them, a sample with new labels goes to the
  * set of thread "[other]" and its size rounded down to a power of two (at most 64 more sets).
  *
@@ -26,6 +36,7 @@
 #include "options.h"
 #include "pmem.h"
 
+#include <sched.h>
 #include <string.h>
 
 #define SHARDS         16
@@ -48,10 +59,11 @@ typedef struct pool_s {                   /* header of a frame pool chunk */
  * x86-64 and aarch64 (64 on i386), so its number (s - shards, chunk_of) is a shift. */
 typedef struct shard_s {
   _Alignas(64) pthread_mutex_t lock;
-  uint64_t        session;                /* session word stacks are interned for; 0 = closed */
+  uint64_t        session;                /* atomic: session word stacks are interned for; 0 = closed */
   uint32_t        count;                  /* entries in use */
-  uint32_t       *index;                  /* entry number + 1 per slot, 0 = empty */
-  size_t          index_cap;              /* power of two */
+  uint32_t        readers;                /* atomic: lookups under way without the lock */
+  uint32_t       *index;                  /* atomic: entry number + 1 per slot (atomic), 0 = empty */
+  size_t          index_cap;              /* atomic: power of two */
   pool_t         *pools;                  /* newest first */
   uintptr_t      *pool_next;              /* free frame space in pools */
   size_t          pool_left;              /* frames */
@@ -80,6 +92,11 @@ _Static_assert(MPROF_DUMP_LIFETIMES_BYTES ==
                "MPROF_DUMP_LIFETIMES_BYTES: the dropped sets' lifetime buckets");
 static uintptr_t     dropped_frame[MI_PROF_DROP_REASONS];
 static mprof_stack_t dropped[DROPPED_ENTRIES];
+
+/* Indexes replaced by larger ones, mapped until the shard is released (lookups without the lock may read
+ * them): from INDEX_MIN entries up to the one below the largest (MAX_ENTRIES at most half full): 9. */
+#define OLD_INDEXES 9
+static struct { void *p; size_t bytes; } old_index[SHARDS][OLD_INDEXES];
 
 static shard_t shards[SHARDS] = {
 #define S {.lock = PTHREAD_MUTEX_INITIALIZER}
@@ -138,15 +155,20 @@ static void *shard_map(shard_t *s, size_t bytes)
   return NULL;
 }
 
-/* Gives back what shard s (its lock held) no longer uses: after the lock when an intern holds it. */
-static void shard_unmap(shard_t *s, void *p, size_t bytes)
+/* Keeps index p, which shard s (its lock held) replaced, mapped until the shard is released; its pages are
+ * given back now, or after the lock when an intern holds it. */
+static void retire_index(shard_t *s, void *p, size_t bytes)
 {
+  size_t k = 0;
+  while (k < OLD_INDEXES - 1 && old_index[s - shards][k].p != NULL) k++;
+  old_index[s - shards][k].p = p;
+  old_index[s - shards][k].bytes = bytes;
   spares_t *sp = s->spares;
   if (sp != NULL && sp->gone.p == NULL) {
     sp->gone.p = p;
     sp->gone.bytes = bytes;
   } else {
-    mprof_pmem_unmap_stacks(p, bytes);
+    mprof_pmem_discard(p, bytes);
   }
 }
 
@@ -163,6 +185,10 @@ static void shard_release(shard_t *s)
     s->pools = next;
   }
   mprof_pmem_unmap_stacks(s->index, s->index_cap * sizeof(uint32_t));
+  for (size_t k = 0; k < OLD_INDEXES && old_index[s - shards][k].p != NULL; k++) {
+    mprof_pmem_unmap_stacks(old_index[s - shards][k].p, old_index[s - shards][k].bytes);
+    old_index[s - shards][k].p = NULL;
+  }
   mprof_pmem_unreserve_stacks(s->reserved);
   s->reserved = 0;
   s->index = NULL;
@@ -184,9 +210,11 @@ static MPROF_NOINLINE bool index_grow(shard_t *s, uint32_t more)
     while (index[i] != 0) i = (i + 1) & (cap - 1);
     index[i] = n + 1;
   }
-  if (s->index != NULL) shard_unmap(s, s->index, s->index_cap * sizeof(uint32_t));
-  s->index = index;
-  s->index_cap = cap;
+  uint32_t *old = s->index;
+  size_t old_bytes = s->index_cap * sizeof(uint32_t);
+  __atomic_store_n(&s->index, index, __ATOMIC_RELEASE);      /* before its capacity: find_unlocked */
+  __atomic_store_n(&s->index_cap, cap, __ATOMIC_RELEASE);
+  if (old != NULL) retire_index(s, old, old_bytes);
   return true;
 }
 
@@ -257,6 +285,32 @@ static inline uint32_t find_set(const shard_t *s, uint64_t hash, const uintptr_t
   return 0;
 }
 
+/* The id of the set of (frames, labels) at hash h in session session_word, found without the lock; 0 when
+ * it is not there, or the session is another. */
+static uint64_t find_unlocked(shard_t *s, uint64_t session_word, uint64_t h, const uintptr_t *frames,
+                              size_t depth, const mprof_labels_t *labels)
+{
+  uint64_t id = 0;
+  __atomic_fetch_add(&s->readers, 1, __ATOMIC_SEQ_CST);      /* before the session: mprof_stacks_begin */
+  if (__atomic_load_n(&s->session, __ATOMIC_SEQ_CST) == session_word && session_word != 0) {
+    size_t cap = __atomic_load_n(&s->index_cap, __ATOMIC_ACQUIRE);     /* then an index at least as large */
+    const uint32_t *index = __atomic_load_n(&s->index, __ATOMIC_ACQUIRE);
+    size_t mask = cap - 1, i = (size_t)h & mask;
+    for (size_t probes = 0; probes < cap; probes++, i = (i + 1) & mask) {
+      uint32_t n = __atomic_load_n(&index[i], __ATOMIC_ACQUIRE);
+      if (n == 0) break;
+      const mprof_stack_t *e = entry(s, n - 1);
+      if (e->hash == h && e->kind == MPROF_ENTRY_SET && same_labels(&e->labels, labels) &&
+          e->depth == depth && memcmp(e->frames, frames, depth * sizeof(uintptr_t)) == 0) {
+        id = id_of(e);
+        break;
+      }
+    }
+  }
+  __atomic_fetch_sub(&s->readers, 1, __ATOMIC_RELEASE);
+  return id;
+}
+
 /* k's entry number + 1, or 0 with *slot the index slot where it goes (shard lock held, index room made). */
 static inline uint32_t find(const shard_t *s, const lookup_t *k, size_t *slot)
 {
@@ -308,7 +362,7 @@ static uint32_t append(shard_t *s, const lookup_t *k, size_t slot, const mprof_s
     e->lifetime = (uint8_t)k->lifetime;
   }
   s->count = n + 1;
-  s->index[slot] = n + 1;
+  __atomic_store_n(&s->index[slot], n + 1, __ATOMIC_RELEASE);   /* the entry first: find_unlocked */
   return n + 1;
 }
 
@@ -346,9 +400,12 @@ static uint32_t add_set(shard_t *s, uint64_t stack_hash, lookup_t *k, size_t slo
 uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, const mprof_labels_t *labels,
                             uint64_t session_word, mi_prof_drop_reason_t *why)
 {
-  uint64_t hash = frames_hash(frames, depth), id = 0;
+  uint64_t hash = frames_hash(frames, depth);
   size_t k = (size_t)(hash >> 60);
   shard_t *s = &shards[k];
+  *why = MI_PROF_DROP_REASONS;
+  uint64_t id = find_unlocked(s, session_word, set_hash(hash, labels), frames, depth, labels);
+  if (id != 0) return id;
   spares_t sp;                       /* only what the loop asks for is set: this runs on every sample */
   sp.n = 0;
   sp.gone.p = NULL;
@@ -385,7 +442,7 @@ uint64_t mprof_stack_intern(const uintptr_t *frames, size_t depth, const mprof_l
     sp.spare[sp.n++].bytes = sp.need;
   }
   for (size_t i = 0; i < sp.n; i++) mprof_pmem_unmap_stacks(sp.spare[i].p, sp.spare[i].bytes);
-  if (sp.gone.p != NULL) mprof_pmem_unmap_stacks(sp.gone.p, sp.gone.bytes);
+  if (sp.gone.p != NULL) mprof_pmem_discard(sp.gone.p, sp.gone.bytes);
   return id;
 }
 
@@ -448,10 +505,15 @@ void mprof_stacks_begin(uint64_t session_word)
 {
   dropped_reset(false);
   for (size_t k = 0; k < SHARDS; k++) {
-    mprof_lock(&shards[k].lock);
-    shard_release(&shards[k]);
-    shards[k].session = session_word;
-    mprof_unlock(&shards[k].lock);
+    shard_t *s = &shards[k];
+    mprof_lock(&s->lock);
+    __atomic_store_n(&s->session, 0, __ATOMIC_SEQ_CST);       /* no lookup without the lock starts, */
+    for (unsigned spins = 0; __atomic_load_n(&s->readers, __ATOMIC_SEQ_CST) != 0; spins++)  /* none is left */
+      if (spins < MPROF_WAIT_SPINS) mprof_cpu_pause();
+      else sched_yield();                                    /* a lookup's thread lost its CPU */
+    shard_release(s);
+    __atomic_store_n(&s->session, session_word, __ATOMIC_RELAXED);
+    mprof_unlock(&s->lock);
   }
 }
 
@@ -461,7 +523,7 @@ void mprof_stacks_close(void)
 {
   for (size_t k = 0; k < SHARDS; k++) {
     mprof_lock(&shards[k].lock);
-    shards[k].session = 0;
+    __atomic_store_n(&shards[k].session, 0, __ATOMIC_RELAXED);
     mprof_unlock(&shards[k].lock);
   }
 }
@@ -509,6 +571,11 @@ void mprof_stacks_postfork_reinit(void)
     pthread_mutex_init(&shards[k].lock, NULL);
     shards[k].spares = NULL;                 /* the forking thread's stack, if it was interning */
   }
+}
+
+void mprof_stacks_postfork_child(void)
+{
+  for (size_t k = 0; k < SHARDS; k++) shards[k].readers = 0;   /* lookups of threads not in the child */
 }
 
 void mprof_stacks_postfork(void)

@@ -94,5 +94,6 @@ void           mprof_stacks_each(void (*fn)(mprof_stack_t *e, mprof_stack_t *sta
 void           mprof_stacks_prefork(void);
 void           mprof_stacks_postfork(void);
 void           mprof_stacks_postfork_reinit(void);
+void           mprof_stacks_postfork_child(void);   /* first in a fork child: no lookup under way there */
 
 #endif /* MPROF_STACKTAB_H */

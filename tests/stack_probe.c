@@ -14,9 +14,11 @@
  *   deep LEVELS [LEAF]  rate 1; malloc (or LEAF: realloc moving a block, or new_aligned) at the bottom
  *                       of LEVELS nested calls; that stack's depth (run with MIMALLOC_PROF_ACCUM=0:
  *                       realloc's first block leaves an idle stack that starts there too)
- *   distinct N LEVELS   rate 1; N mallocs of 64 bytes, each through its own path of LEVELS+1 nested
+ *   distinct N LEVELS [THREADS]
+ *                       rate 1; N mallocs of 64 bytes, each through its own path of LEVELS+1 nested
  *                       calls chosen among 16 functions (so up to 16^(LEVELS+1) distinct stacks), each
- *                       freed at once; the samples and drops
+ *                       freed at once, by each of THREADS threads at once (default: the main thread
+ *                       alone); the samples and drops
  *   sums                rate 4096; allocations from three sites, then frees and reallocs; stats against
  *                       the visitor's sums, before and after freeing everything
  *   dlloop MODULE N R   rate R; one thread allocates (and every 64 allocations dlopens, runs and
@@ -414,27 +416,50 @@ walker_fn *const probe_walkers[16] = {
   probe_walk8, probe_walk9, probe_walk10, probe_walk11, probe_walk12, probe_walk13, probe_walk14,
   probe_walk15};
 
-static int mode_distinct(int argc, char **argv)
+typedef struct distinct_s {
+  size_t n, failed, bad;
+  unsigned levels;
+  uint64_t peak;                   /* the most profiler memory seen */
+} distinct_t;
+
+static void *distinct_run(void *arg)
 {
-  if (argc < 4) die("usage: distinct N LEVELS");
-  size_t n = arg_size(argv[2]);
-  unsigned levels = (unsigned)arg_size(argv[3]);
-  size_t failed = 0, bad = 0;
-  uint64_t peak = 0;
-  start_rate(1);                   /* 64-byte requests: every one is sampled (intervals are <= 38) */
-  for (size_t i = 0; i < n; i++) {
-    unsigned char *p = probe_walkers[i % 16](i / 16, levels);
+  distinct_t *d = arg;
+  for (size_t i = 0; i < d->n; i++) {
+    unsigned char *p = probe_walkers[i % 16](i / 16, d->levels);
     if (p == NULL) {
-      failed++;
+      d->failed++;
       continue;
     }
     memset(p, (int)(i & 0xff), 64);
-    bad += p[0] != (unsigned char)(i & 0xff) || p[63] != (unsigned char)(i & 0xff);
+    d->bad += p[0] != (unsigned char)(i & 0xff) || p[63] != (unsigned char)(i & 0xff);
     free(p);
     if ((i & 4095) == 0) {
       mi_prof_stats_t st = stats_now();
-      if (st.profiler_bytes > peak) peak = st.profiler_bytes;
+      if (st.profiler_bytes > d->peak) d->peak = st.profiler_bytes;
     }
+  }
+  return NULL;
+}
+
+static int mode_distinct(int argc, char **argv)
+{
+  if (argc < 4) die("usage: distinct N LEVELS [THREADS]");
+  size_t threads = argc > 4 ? arg_size(argv[4]) : 0, failed = 0, bad = 0;
+  distinct_t d[16];
+  pthread_t t[16];
+  if (threads > 16) die("distinct: at most 16 threads");
+  for (size_t k = 0; k < (threads ? threads : 1); k++)
+    d[k] = (distinct_t){.n = arg_size(argv[2]), .levels = (unsigned)arg_size(argv[3])};
+  uint64_t peak = 0;
+  start_rate(1);                   /* 64-byte requests: every one is sampled (intervals are <= 38) */
+  if (threads == 0) distinct_run(&d[0]);
+  for (size_t k = 0; k < threads; k++)
+    if (pthread_create(&t[k], NULL, distinct_run, &d[k]) != 0) die("pthread_create failed");
+  for (size_t k = 0; k < (threads ? threads : 1); k++) {
+    if (threads != 0 && pthread_join(t[k], NULL) != 0) die("pthread_join failed");
+    failed += d[k].failed, bad += d[k].bad;
+    if (d[k].peak > peak) peak = d[k].peak;
   }
   mi_prof_stats_t st = stats_now();
   if (st.profiler_bytes > peak) peak = st.profiler_bytes;

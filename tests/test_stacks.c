@@ -312,6 +312,28 @@ START_TEST(stacks_table_full_drops)
 }
 END_TEST
 
+/* Lookups without the shard's lock while the table grows (lib/stacktab.c): 4 threads allocate through the
+ * same 20000 distinct stacks at once (rate 1: every 64-byte request is sampled), so a stack is added by
+ * one thread while the others look it up, and indexes are replaced under their lookups (20000 stacks and
+ * a set each, the threads sharing the program's name, are about 2500 entries a shard: three replacements
+ * each).  Every sample is counted, none is dropped, and every stack is there (a set per stack and thread
+ * at most). */
+START_TEST(stacks_threads_share_growing_table)
+{
+  probe_run_t run = run_probe((const char *const[]){"MIMALLOC_PROF_UNWIND=fp", "MIMALLOC_PROF_ACCUM=1", NULL},
+                              (const char *const[]){"distinct", "20000", "4", "4", NULL}, 60);
+  probe_assert_exit0(&run, "threads");
+  ck_assert_uint_eq(probe_value(&run, "failed"), 0);
+  ck_assert_uint_eq(probe_value(&run, "bad_blocks"), 0);
+  ck_assert_uint_ge(probe_value(&run, "samples"), 4 * 20000);     /* glibc's own thread set-up adds a few */
+  ck_assert_uint_eq(probe_value(&run, "dropped_total"), 0);
+  ck_assert_uint_eq(probe_value(&run, "visit_ok"), 1);
+  ck_assert_uint_ge(probe_value(&run, "visit_stacks"), 20000);
+  ck_assert_uint_le(probe_value(&run, "visit_stacks"), 4 * 20000 + 100);
+  probe_run_free(&run);
+}
+END_TEST
+
 /* Count: a shard of the stack table holds at most 131072 entries (a stack with its label set is two)
  * and there are 16 shards, so of 2200000 distinct stacks (7 levels of 16 functions; BT_MAX=8 keeps all
  * 7 walker frames) at most 2097152 (1048576 with their sets) can be interned and at least 102848
@@ -748,6 +770,7 @@ Suite *stacks_suite(void)
   tcase_add_test(tc, stacks_truncated_at_cap);
   tcase_add_test(tc, stacks_shallow_not_truncated);
   tcase_add_test(tc, stacks_table_full_drops);
+  tcase_add_test(tc, stacks_threads_share_growing_table);
   tcase_add_test(tc, stacks_table_full_drops_count);
   tcase_add_test(tc, stacks_visit_sums_equal_stats);
   tcase_add_test(tc, stacks_stats_struct_with_stacks);
