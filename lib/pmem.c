@@ -71,29 +71,35 @@ static size_t page_round(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; 
 /* The bits of a run of n pages (1 <= n <= 64) at bit 0. */
 static uint64_t run_bits(size_t n) { return n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1; }
 
+/* The lowest page of a run of n free pages (1 <= n <= 64) in bitmap word v, or -1: z's bit i says that
+ * the run of `have` pages from page i is free, and each step doubles `have` (at most n). */
+static int free_run(uint64_t v, size_t n)
+{
+  uint64_t z = ~v;
+  for (size_t have = 1; have < n && z != 0;) {
+    size_t step = have < n - have ? have : n - have;
+    z &= z >> step;
+    have += step;
+  }
+  return z != 0 ? __builtin_ctzll(z) : -1;
+}
+
 /* `bytes` (page-rounded) from the region; NULL when it has no free run that long within one word. */
 static void *region_take(size_t bytes)
 {
   char *base = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
   size_t n = bytes / 4096;
   if (base == NULL || n > 64) return NULL;
-  uint64_t run = run_bits(n);
   unsigned first = __atomic_load_n(&region_hint, __ATOMIC_RELAXED);
   for (unsigned k = 0; k < REGION_WORDS; k++) {
     unsigned w = (first + k) % REGION_WORDS;
     uint64_t v = __atomic_load_n(&region_used[w], __ATOMIC_RELAXED);
-    for (unsigned at = 0; at + n <= 64;) {
-      uint64_t busy = (v >> at) & run;
-      if (busy != 0) {
-        at += 64 - (unsigned)__builtin_clzll(busy);  /* past the last page taken in the window */
-        continue;
-      }
-      if (__atomic_compare_exchange_n(&region_used[w], &v, v | run << at, false, __ATOMIC_ACQUIRE,
+    for (int at; (at = free_run(v, n)) >= 0;) {      /* a failed compare-and-swap reloads v */
+      if (__atomic_compare_exchange_n(&region_used[w], &v, v | run_bits(n) << at, false, __ATOMIC_ACQUIRE,
                                       __ATOMIC_RELAXED)) {
         __atomic_store_n(&region_hint, w, __ATOMIC_RELAXED);
-        return base + ((size_t)w * 64 + at) * 4096;
+        return base + ((size_t)w * 64 + (size_t)at) * 4096;
       }
-      at = 0;                                        /* v changed: look at the word again */
     }
   }
   return NULL;
