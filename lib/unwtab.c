@@ -428,11 +428,14 @@ static bool view_without_file(mprof_uobj_t *o, uintptr_t hdr)
   return o->view.hi != 0;
 }
 
-/* .eh_frame_hdr through v, its search table inside v. */
+/* .eh_frame_hdr through v, its search table inside v (and its span noted). */
 static bool index_in(const mprof_cfi_view_t *v, uintptr_t hdr, mprof_cfi_index_t *ix)
 {
-  return mprof_cfi_index(v, hdr, ix) && ix->table >= v->lo && ix->table <= v->hi &&
-         (uintptr_t)ix->fde_count * 8 <= v->hi - ix->table;
+  if (!mprof_cfi_index(v, hdr, ix) || ix->table < v->lo || ix->table > v->hi ||
+      (uintptr_t)ix->fde_count * 8 > v->hi - ix->table)
+    return false;
+  mprof_cfi_index_span(v, ix);
+  return true;
 }
 
 /* The object's index: a file view's through its file (with .eh_frame in the same segment), else in place,

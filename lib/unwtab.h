@@ -96,6 +96,7 @@ typedef struct mprof_cfi_index_s {
   uintptr_t table;        /* the search table's */
   uintptr_t eh_frame;     /* .eh_frame's */
   uint32_t  fde_count;
+  uintptr_t loc_first, loc_last;   /* the first and last entries' locations (mprof_cfi_index_span); 0, 0 */
 } mprof_cfi_index_t;
 
 /* Rows being compiled for [from, from + span): start offsets from `from`, sorted, and their rules. */
@@ -107,6 +108,9 @@ typedef struct mprof_rowbuf_s {
 
 /* Reads the header at hdr; the caller checks that the table (8 * fde_count bytes) lies in its view. */
 bool mprof_cfi_index(const mprof_cfi_view_t *v, uintptr_t hdr, mprof_cfi_index_t *out);
+/* Then notes the locations the table starts and ends with, which let a compile through a file view find
+ * its first entry reading one window of the table (mprof_cfi_compile); without them it halves the table. */
+void mprof_cfi_index_span(const mprof_cfi_view_t *v, mprof_cfi_index_t *ix);
 /* Compiles the rows of [from, from + span) into out (which starts empty); false when out is too small. */
 bool mprof_cfi_compile(const mprof_cfi_view_t *v, const mprof_cfi_index_t *ix, uintptr_t from, size_t span,
                        mprof_rowbuf_t *out);

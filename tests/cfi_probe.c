@@ -164,6 +164,7 @@ static void open_file(const char *path)
   bool through = through_file(&pg);
   if (view.hi == 0 || !mprof_cfi_index(&view, hdr, &ix) || ix.table + (uintptr_t)ix.fde_count * 8 > view.hi)
     die("cannot read .eh_frame_hdr");
+  mprof_cfi_index_span(&view, &ix);  /* as lib/unwtab.c does: a file view's compiles start from it */
   if (through) mprof_cfi_file_close(&pg);
 }
 
