@@ -263,8 +263,8 @@ static bool read_at(uintptr_t addr, void *dst, size_t n)
  * not one per header: each process_vm_readv takes the address space's lock, which mimalloc's mmap and
  * mprotect hold for writing, and a thread that waits for it sleeps and hands its CPU to another thread of
  * the program, which fills its heap meanwhile (eight threads of bench/mstress_like meeting the program's
- * objects together: 1.9 MiB more peak with 40 calls an object; doc/performance.md).  A read outside these
- * bytes goes to the object itself (read_at). */
+ * objects together slept in 40 calls an object about five times a run; doc/performance.md).  A read
+ * outside these bytes goes to the object itself (read_at). */
 #define HEAD_BYTES 1280
 typedef struct head_s {
   uintptr_t at;                                    /* the mapping's start */
@@ -328,7 +328,7 @@ static size_t note_build_id(const head_t *h, uintptr_t at, uintptr_t stop, uintp
   if (at - h->at > h->n || stop - h->at > h->n || stop < at)
     return mprof_objects_note_build_id(at, stop, read_at, desc);
   size_t n = mprof_objects_note_build_id(at + copy, stop + copy, read_copied, desc);
-  *desc -= copy;
+  if (n != 0) *desc -= copy;
   return n;
 }
 
