@@ -269,17 +269,22 @@ static inline bool matches(const mprof_stack_t *e, const lookup_t *k)
   return e->depth == k->depth && memcmp(e->frames, k->frames, k->depth * sizeof(uintptr_t)) == 0;
 }
 
+/* Whether e is the set of (frames, labels) at hash: matches() for the one key every sample looks up. */
+static inline bool is_set(const mprof_stack_t *e, uint64_t hash, const uintptr_t *frames, size_t depth,
+                          const mprof_labels_t *labels)
+{
+  return e->hash == hash && e->kind == MPROF_ENTRY_SET && same_labels(&e->labels, labels) &&
+         e->depth == depth && memcmp(e->frames, frames, depth * sizeof(uintptr_t)) == 0;
+}
+
 /* The set of (frames, labels) at hash: its entry number + 1, or 0 with *slot the index slot where it goes
- * (shard lock held, index room made).  find's loop for the one lookup every sample makes. */
+ * (shard lock held, index room made): a sample's lookup when find_unlocked did not find it. */
 static inline uint32_t find_set(const shard_t *s, uint64_t hash, const uintptr_t *frames, size_t depth,
                                 const mprof_labels_t *labels, size_t *slot)
 {
   size_t mask = s->index_cap - 1, i = (size_t)hash & mask;
   for (uint32_t n; (n = s->index[i]) != 0; i = (i + 1) & mask) {
-    const mprof_stack_t *e = entry(s, n - 1);
-    if (e->hash == hash && e->kind == MPROF_ENTRY_SET && same_labels(&e->labels, labels) &&
-        e->depth == depth && memcmp(e->frames, frames, depth * sizeof(uintptr_t)) == 0)
-      return n;
+    if (is_set(entry(s, n - 1), hash, frames, depth, labels)) return n;
   }
   *slot = i;
   return 0;
@@ -300,8 +305,7 @@ static uint64_t find_unlocked(shard_t *s, uint64_t session_word, uint64_t h, con
       uint32_t n = __atomic_load_n(&index[i], __ATOMIC_ACQUIRE);
       if (n == 0) break;
       const mprof_stack_t *e = entry(s, n - 1);
-      if (e->hash == h && e->kind == MPROF_ENTRY_SET && same_labels(&e->labels, labels) &&
-          e->depth == depth && memcmp(e->frames, frames, depth * sizeof(uintptr_t)) == 0) {
+      if (is_set(e, h, frames, depth, labels)) {
         id = id_of(e);
         break;
       }

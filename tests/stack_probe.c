@@ -445,18 +445,18 @@ static void *distinct_run(void *arg)
 static int mode_distinct(int argc, char **argv)
 {
   if (argc < 4) die("usage: distinct N LEVELS [THREADS]");
-  size_t threads = argc > 4 ? arg_size(argv[4]) : 0, failed = 0, bad = 0;
+  size_t threads = argc > 4 ? arg_size(argv[4]) : 0, runs = threads ? threads : 1, failed = 0, bad = 0;
   distinct_t d[16];
   pthread_t t[16];
   if (threads > 16) die("distinct: at most 16 threads");
-  for (size_t k = 0; k < (threads ? threads : 1); k++)
+  for (size_t k = 0; k < runs; k++)
     d[k] = (distinct_t){.n = arg_size(argv[2]), .levels = (unsigned)arg_size(argv[3])};
   uint64_t peak = 0;
   start_rate(1);                   /* 64-byte requests: every one is sampled (intervals are <= 38) */
   if (threads == 0) distinct_run(&d[0]);
   for (size_t k = 0; k < threads; k++)
     if (pthread_create(&t[k], NULL, distinct_run, &d[k]) != 0) die("pthread_create failed");
-  for (size_t k = 0; k < (threads ? threads : 1); k++) {
+  for (size_t k = 0; k < runs; k++) {
     if (threads != 0 && pthread_join(t[k], NULL) != 0) die("pthread_join failed");
     failed += d[k].failed, bad += d[k].bad;
     if (d[k].peak > peak) peak = d[k].peak;
